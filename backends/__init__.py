@@ -1,0 +1,1 @@
+"""Model architectures, decoders and engines. Registered with the harness through ``backends.plugin``."""

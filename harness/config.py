@@ -1,0 +1,170 @@
+"""YAML configuration: benchmarks, suites and models under ``configs/``, validated on load.
+
+Every file maps one-to-one onto a pydantic model; a file with several problems reports all of them in
+one :class:`ConfigError`. Extra directories of configs can be added with ``$DARE_CONFIG_PATH``
+(colon-separated), searched before the shipped ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError, RegistryError
+from .records import DecodingConfig
+
+SHIPPED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+M = TypeVar("M", bound=BaseModel)
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class BenchmarkSpec(Spec):
+    """A benchmark: a shipped data file, a prompt template, a verifier and its metrics (data only)."""
+
+    name: str
+    version: str
+    family: str = Field(description="math, code or planning")
+    data: str = Field(description="test split file under harness/data")
+    train: str | None = Field(None, description="train split file, for trainers")
+    prompt: str = Field(description="prompt template name (registry 'prompt template')")
+    verifier: str
+    verifier_args: dict[str, Any] = Field(default_factory=dict)
+    metrics: list[str] = Field(default_factory=lambda: ["accuracy"])
+
+
+class SuiteSpec(Spec):
+    name: str
+    benchmarks: list[str]
+
+
+class ModelSpec(Spec):
+    """A supported checkpoint: where it comes from, how to load it and its authors' decoding settings."""
+
+    name: str
+    architecture: str
+    hub_id: str | None = None
+    family: str | None = None
+    description: str = ""
+    path: str | None = Field(None, description="checkpoint shipped with the package, relative to configs/models")
+    chat_template: str = Field("tokenizer", description="'tokenizer' (from tokenizer_config.json), 'none', or a file")
+    mask_id: int | None = None
+    eos_id: int | None = None
+    decoding: dict[str, dict[str, Any]] = Field(default_factory=dict, description="'default' and per-suite/benchmark overrides")
+
+    def decoding_for(self, suite: str, benchmark: str | None = None) -> dict[str, Any]:
+        """The model authors' decoding fields for a suite: default, then suite, then benchmark overrides."""
+        out: dict[str, Any] = dict(self.decoding.get("default", {}))
+        out.update(self.decoding.get(suite, {}))
+        if benchmark:
+            out.update(self.decoding.get(benchmark, {}))
+        return out
+
+
+def config_dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("DARE_CONFIG_PATH", "").split(os.pathsep) if p]
+    return [*extra, SHIPPED_CONFIGS]
+
+
+def validation_problems(exc: ValidationError) -> list[str]:
+    """One readable line per pydantic error: ``field.path: message (got value)``."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        shown = f" (got {got!r})" if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict) else ""
+        problems.append(f"{loc}: {msg}{shown}")
+    return problems
+
+
+def load_yaml_model(path: Path, model: type[M]) -> M:
+    """Parse a YAML file into ``model``, reporting every problem at once."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", source=str(path)) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}".replace("\n", " "), source=str(path)) from exc
+    if not isinstance(data, dict):
+        raise ConfigError("expected a mapping at the top level", source=str(path))
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc), source=str(path)) from exc
+
+
+@functools.cache
+def _catalog(kind: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for root in config_dirs():
+        for path in sorted((root / kind).glob("*.yaml")) if (root / kind).is_dir() else []:
+            found.setdefault(path.stem, path)
+    return found
+
+
+def names(kind: str) -> list[str]:
+    """Names of the configs of a kind: 'benchmarks', 'suites' or 'models'."""
+    return sorted(_catalog(kind))
+
+
+def _load(kind: str, name: str, model: type[M], what: str) -> M:
+    import difflib
+
+    path = _catalog(kind).get(name)
+    if path is None:
+        close = difflib.get_close_matches(name, names(kind), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise RegistryError(f"unknown {what} {name!r}{hint} (available: {', '.join(names(kind))})")
+    spec = load_yaml_model(path, model)
+    if getattr(spec, "name", name) != name:
+        raise ConfigError(f"name {spec.name!r} does not match the file name {name!r}", source=str(path))
+    return spec
+
+
+@functools.cache
+def benchmark(name: str) -> BenchmarkSpec:
+    return _load("benchmarks", name, BenchmarkSpec, "benchmark")
+
+
+@functools.cache
+def model(name: str) -> ModelSpec:
+    return _load("models", name, ModelSpec, "model")
+
+
+def model_config_path(name: str) -> Path:
+    model(name)
+    return _catalog("models")[name]
+
+
+@functools.cache
+def suite(name: str) -> SuiteSpec:
+    """A suite from configs/suites, or the implicit one-benchmark suite named after a benchmark."""
+    if name in _catalog("suites"):
+        spec = _load("suites", name, SuiteSpec, "suite")
+        for b in spec.benchmarks:
+            benchmark(b)
+        return spec
+    if name in _catalog("benchmarks"):
+        return SuiteSpec(name=name, benchmarks=[name])
+    _load("suites", name, SuiteSpec, "suite")  # raises the did-you-mean error
+    raise AssertionError("unreachable")
+
+
+def suite_names() -> list[str]:
+    return sorted(set(names("suites")) | set(names("benchmarks")))
+
+
+def decoding_with_overrides(base: dict[str, Any], overrides: dict[str, Any], source: str = "decoding") -> DecodingConfig:
+    """Build a DecodingConfig from layered settings, reporting every invalid field at once."""
+    try:
+        return DecodingConfig.model_validate({**base, **overrides})
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc), source=source) from exc

@@ -1,0 +1,225 @@
+"""The typed, versioned records that flow through the harness and land in run directories.
+
+``Sample`` (a benchmark item) -> ``Generation`` (one of k model outputs) -> ``Verdict`` (the verifier's
+decision) -> ``MetricValue`` aggregates inside a ``RunRecord`` (``run.json``). ``DecodingConfig`` holds
+every knob that changes a score; its :meth:`~DecodingConfig.config_hash` is the leaderboard's
+comparability key and part of the generation-cache key. Changing a serialised field means bumping
+:data:`SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+
+JsonDict = dict[str, Any]
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: the form every hash in the project is taken over."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Record(BaseModel):
+    """Base of every serialised record: immutable, unknown fields rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Message(Record):
+    """One chat turn. A trailing ``assistant`` turn is a prefix the model continues (MBPP's ``[BEGIN]``)."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Sample(Record):
+    """One benchmark item. ``reference`` is the gold answer (math, countdown target, sudoku grid) or the
+    reference solution for code; ``metadata`` holds the rest of the data row (tests, numbers, puzzle)."""
+
+    id: str
+    prompt: str
+    reference: str | None = None
+    metadata: JsonDict = Field(default_factory=dict)
+
+
+class DecodingConfig(Record):
+    """Every decoding setting that can change a score. Trainers' rollouts use this same class.
+
+    ``batch_size`` is recorded but excluded from :meth:`config_hash`: decoding is batch-invariant by
+    contract (tested), so a rerun with another batch size reuses the cache and stays comparable.
+    """
+
+    gen_length: int = Field(256, ge=1, description="number of generated tokens (the canvas length)")
+    steps: int = Field(256, ge=1, description="total denoising steps over the whole canvas")
+    block_length: int = Field(32, ge=1, description="semi-autoregressive block size (= gen_length for one block)")
+    remasking: str = Field("low_confidence", description="unmasking strategy: low_confidence, random, entropy, margin, ...")
+    threshold: float | None = Field(None, gt=0, le=1, description="parallel commit: all tokens with confidence >= tau")
+    factor: float | None = Field(None, gt=0, description="Fast-dLLM factor-based parallel commit")
+    temperature: float = Field(0.0, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    cfg_scale: float = Field(0.0, ge=0, description="classifier-free guidance scale (0 = off)")
+    alg_temp: float | None = Field(None, ge=0, description="Dream: temperature of the confidence used to pick positions")
+    stop_at_eos: bool = Field(True, description="truncate the text at the first EOS token")
+    num_samples: int = Field(1, ge=1, description="k generations per sample (pass@k)")
+    seed: int = Field(0, description="base seed; each (sample, index) derives its own")
+    cache: Literal["none", "prefix", "dual"] = "none"
+    batch_size: int = Field(1, ge=1, description="execution only: not part of config_hash")
+    extra: JsonDict = Field(default_factory=dict, description="engine-specific options, namespaced by engine")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_stored_hash(cls, data: Any) -> Any:
+        # run.json stores config_hash beside the fields; on load it must agree with them.
+        if isinstance(data, dict) and "config_hash" in data:
+            data = dict(data)
+            stored = data.pop("config_hash")
+            computed = cls.model_validate(data).config_hash()
+            if stored != computed:
+                raise ValueError(f"config_hash {stored!r} does not match the decoding fields ({computed!r})")
+        return data
+
+    @model_validator(mode="after")
+    def _check_blocks(self) -> DecodingConfig:
+        if self.gen_length % self.block_length:
+            raise ValueError(
+                f"gen_length={self.gen_length} is not divisible by block_length={self.block_length}; "
+                "pick a block_length that divides gen_length"
+            )
+        return self
+
+    def config_hash(self) -> str:
+        """Short sha256 of the semantic fields (everything except ``batch_size``)."""
+        return sha256_text(canonical_json(self.model_dump(exclude={"batch_size"})))[:16]
+
+    def to_record(self) -> JsonDict:
+        """The serialised form used in run.json: the fields plus ``config_hash``."""
+        return {**self.model_dump(), "config_hash": self.config_hash()}
+
+
+class Trajectory(Record):
+    """How a diffusion decoder produced a sequence: for generated position i, the step at which it was
+    committed (``commit_step[i]``) and its block (``block[i]``). Shapes: both ``(gen_length,)``."""
+
+    commit_step: list[int]
+    block: list[int]
+    nfe: int
+
+
+class Generation(Record):
+    """One model output for one sample (index ``index`` of k)."""
+
+    sample_id: str
+    index: int = 0
+    text: str
+    token_ids: list[int] | None = None
+    finish_reason: Literal["stop", "length", "error", "replay"] = "stop"
+    nfe: int | None = Field(None, description="forward passes spent on this output")
+    latency_s: float | None = None
+    trajectory: Trajectory | None = None
+    error: str | None = None
+
+
+class Verdict(Record):
+    """A verifier's decision. ``status="error"`` is an infrastructure failure (grader crashed or timed out
+    on its own side): never counted as a model failure. ``unscored`` is excluded from metrics."""
+
+    score: float = 0.0
+    passed: bool = False
+    answer: str | None = None
+    status: Literal["scored", "unscored", "error"] = "scored"
+    details: JsonDict = Field(default_factory=dict)
+
+    @field_validator("score")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("score must be finite")
+        return v
+
+
+class MetricValue(Record):
+    """A metric with its bootstrap 95% interval and the number of samples it is over."""
+
+    value: float
+    ci: tuple[float, float]
+    n: int
+
+
+class BenchmarkInfo(Record):
+    """What a benchmark in a run was: data, prompt and verifier identity."""
+
+    name: str
+    version: str
+    data_file: str
+    data_sha256: str
+    n_total: int
+    n_used: int
+    prompt_template: str
+    prompt_template_hash: str
+    verifier: str
+    verifier_version: str
+    verifier_args: JsonDict = Field(default_factory=dict)
+
+
+class ModelInfo(Record):
+    """The model a run scored. ``fingerprint`` covers config, tokenizer and weight files."""
+
+    name: str
+    path: str | None = None
+    architecture: str | None = None
+    fingerprint: str
+    fingerprint_parts: JsonDict = Field(default_factory=dict)
+    training: JsonDict | None = Field(None, description="for trained checkpoints: run id, algorithm, base model, step")
+
+
+class ComponentInfo(Record):
+    name: str
+    version: str
+    options: JsonDict = Field(default_factory=dict)
+
+
+class RunRecord(Record):
+    """Everything needed to trust, compare and rerun one evaluation. Written as ``run.json``."""
+
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    status: Literal["complete", "partial", "failed"]
+    created_at: str
+    finished_at: str | None = None
+    suite: str
+    benchmarks: dict[str, BenchmarkInfo]
+    model: ModelInfo
+    backend: ComponentInfo
+    decoding: DecodingConfig
+    metrics: dict[str, dict[str, MetricValue]]
+    counts: dict[str, dict[str, int]] = Field(default_factory=dict, description="per benchmark: scored/error/unscored/generated/cached")
+    isolation: JsonDict = Field(default_factory=dict, description="code-execution isolation layers that were active")
+    flags: list[str] = Field(default_factory=list, description="notable run conditions, e.g. unsafe-local-exec, limit=N")
+    timing: JsonDict = Field(default_factory=dict)
+    environment: JsonDict = Field(default_factory=dict)
+    command: list[str] = Field(default_factory=list)
+    samples_path: str = "samples.jsonl"
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_schema(cls, v: int) -> int:
+        if v > SCHEMA_VERSION:
+            raise ValueError(f"schema_version {v} is newer than this dare ({SCHEMA_VERSION}); upgrade dare-dllm")
+        return v
+
+    def to_json(self) -> JsonDict:
+        data = self.model_dump(mode="json")
+        data["decoding"] = self.decoding.to_record()
+        return data

@@ -1,0 +1,131 @@
+"""One small registry mechanism for everything pluggable.
+
+A :class:`Registry` maps names to objects (classes or functions). Entries may be lazy ``"module:attr"``
+strings, imported on first use, so heavy backends cost nothing until asked for. Third-party packages
+register through the entry-point group ``dare.plugins``: each entry point names a module whose import
+registers things; the group is loaded once, on the first miss or listing. Registering a name twice with
+different objects is an error; a miss raises :class:`RegistryError` with "did you mean" suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import logging
+from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
+from typing import Any, Generic, TypeVar
+
+from .errors import RegistryError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ENTRY_POINT_GROUP = "dare.plugins"
+_plugins_loaded = False
+
+
+def load_plugins() -> None:
+    """Import every module declared in the ``dare.plugins`` entry-point group (once per process)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plugin must not take the harness down, but must be visible
+            dist = getattr(ep, "dist", None)
+            log.warning("plugin %r from %s failed to load: %s", ep.name, getattr(dist, "name", "?"), exc)
+
+
+class Registry(Generic[T]):
+    """A named collection of pluggable objects of one kind (suites, verifiers, engines, ...)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._entries: dict[str, T | str] = {}
+
+    def register(self, name: str, obj: T | str | None = None, *, aliases: tuple[str, ...] = ()):
+        """Register ``obj`` (or a lazy ``"module:attr"`` string) under ``name``; usable as a decorator."""
+
+        def add(target: T | str) -> T | str:
+            for key in (name, *aliases):
+                current = self._entries.get(key)
+                if current is not None and current is not target and not _same(current, target):
+                    raise RegistryError(f"{self.kind} {key!r} is already registered to {_describe(current)}")
+                self._entries[key] = target
+            return target
+
+        return add if obj is None else add(obj)
+
+    def get(self, name: str) -> T:
+        """Return the object registered as ``name``, importing it if it is lazy."""
+        if name not in self._entries:
+            load_plugins()
+        if name not in self._entries:
+            close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise RegistryError(f"unknown {self.kind} {name!r}{hint} (available: {', '.join(self.names()) or 'none'})")
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            entry = self._entries[name] = _import(entry, self.kind, name)
+        return entry  # type: ignore[return-value]
+
+    def names(self) -> list[str]:
+        """All registered names, plugins included, sorted."""
+        load_plugins()
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        load_plugins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def snapshot(self) -> dict[str, T | str]:
+        """A copy of the entries, for tests that register temporary objects."""
+        return dict(self._entries)
+
+    def restore(self, snapshot: dict[str, T | str]) -> None:
+        """Put back the entries saved by :meth:`snapshot`."""
+        self._entries = dict(snapshot)
+
+
+def _import(ref: str, kind: str, name: str) -> Any:
+    module, _, attr = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else []:
+            obj = getattr(obj, part)
+    except ImportError as exc:
+        raise RegistryError(f"{kind} {name!r} could not be imported from {ref}: {exc}") from exc
+    except AttributeError as exc:
+        raise RegistryError(f"{kind} {name!r}: {ref} does not exist ({exc})") from exc
+    return obj
+
+
+def _same(a: object, b: object) -> bool:
+    """A lazy reference and the object it names count as the same registration."""
+    if isinstance(a, str) and not isinstance(b, str):
+        return a == f"{getattr(b, '__module__', '')}:{getattr(b, '__qualname__', '')}"
+    if isinstance(b, str) and not isinstance(a, str):
+        return _same(b, a)
+    return False
+
+
+def _describe(obj: object) -> str:
+    return obj if isinstance(obj, str) else f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', obj)}"
+
+
+# One registry per kind of pluggable thing.
+benchmarks: Registry[Callable[..., Any]] = Registry("benchmark")
+verifiers: Registry[Callable[..., Any]] = Registry("verifier")
+engines: Registry[Callable[..., Any]] = Registry("engine")
+metrics: Registry[Callable[..., Any]] = Registry("metric")
+prompts: Registry[Callable[..., Any]] = Registry("prompt template")
+architectures: Registry[Callable[..., Any]] = Registry("architecture")
+decoders: Registry[Callable[..., Any]] = Registry("decoder")
+algorithms: Registry[Callable[..., Any]] = Registry("algorithm")
+estimators: Registry[Callable[..., Any]] = Registry("likelihood estimator")

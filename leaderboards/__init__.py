@@ -1,0 +1,1 @@
+"""The static HTML leaderboard: reads run records only, never a model."""

@@ -1,0 +1,1 @@
+"""Training plugins: likelihood estimators, algorithms, the local trainer and the CLI of dare-train."""
