@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, RegistryError
 from .records import DecodingConfig
+from .registry import did_you_mean
 
 SHIPPED_CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 M = TypeVar("M", bound=BaseModel)
@@ -116,13 +117,9 @@ def names(kind: str) -> list[str]:
 
 
 def _load(kind: str, name: str, model: type[M], what: str) -> M:
-    import difflib
-
     path = _catalog(kind).get(name)
     if path is None:
-        close = difflib.get_close_matches(name, names(kind), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise RegistryError(f"unknown {what} {name!r}{hint} (available: {', '.join(names(kind))})")
+        raise RegistryError(f"unknown {what} {name!r}{did_you_mean(name, names(kind))} (available: {', '.join(names(kind))})")
     spec = load_yaml_model(path, model)
     if getattr(spec, "name", name) != name:
         raise ConfigError(f"name {spec.name!r} does not match the file name {name!r}", source=str(path))
@@ -154,8 +151,7 @@ def suite(name: str) -> SuiteSpec:
         return spec
     if name in _catalog("benchmarks"):
         return SuiteSpec(name=name, benchmarks=[name])
-    _load("suites", name, SuiteSpec, "suite")  # raises the did-you-mean error
-    raise AssertionError("unreachable")
+    raise RegistryError(f"unknown suite {name!r}{did_you_mean(name, suite_names())} (available: {', '.join(suite_names())})")
 
 
 def suite_names() -> list[str]:

@@ -45,11 +45,18 @@ class EngineContext:
     completions: Path | None = None
     device: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    sample_ids: frozenset[str] = frozenset()
+    """Ids of every sample of the suite (before --limit): lets engines that read outputs produced
+    elsewhere (replay) tell an unknown id from one that is merely outside the limit."""
 
 
 @runtime_checkable
 class Engine(Protocol):
-    """What the runner needs from a backend engine."""
+    """What the runner needs from a backend engine.
+
+    Optional class attributes: ``needs_checkpoint`` (default True; False for replay) and a method
+    ``decoding_defaults() -> dict`` whose fields apply unless the user set them (replay: k).
+    """
 
     name: str
     version: str

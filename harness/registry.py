@@ -25,6 +25,12 @@ ENTRY_POINT_GROUP = "dare.plugins"
 _plugins_loaded = False
 
 
+def did_you_mean(name: str, candidates: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for close matches of ``name``, or an empty string."""
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
 def load_plugins() -> None:
     """Import every module declared in the ``dare.plugins`` entry-point group (once per process)."""
     global _plugins_loaded
@@ -64,8 +70,7 @@ class Registry(Generic[T]):
         if name not in self._entries:
             load_plugins()
         if name not in self._entries:
-            close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            hint = did_you_mean(name, self.names())
             raise RegistryError(f"unknown {self.kind} {name!r}{hint} (available: {', '.join(self.names()) or 'none'})")
         entry = self._entries[name]
         if isinstance(entry, str):

@@ -1,0 +1,158 @@
+"""What every decoder shares: the canvas, per-row randomness, sampling, confidences, commit rules, records.
+
+Shapes: B rows, L canvas length, K window (block) length, V vocabulary, G gen_length.
+Randomness is drawn per row from that row's own ``torch.Generator`` and only for the window being
+decoded, so a row's output depends on its seed and prompt, never on the batch around it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dare.harness.errors import ConfigError
+from dare.harness.records import DecodingConfig
+
+
+@dataclass
+class Canvas:
+    """Left-padded prompts followed by G mask tokens and ``tail`` spare slots.
+
+    tokens (B, L) long; valid (B, L) bool (real prompt or generated slot); positions (B, L) long
+    (0 at each row's first real token); gen_start = W (the shared prompt width); prompt_len (B,).
+    """
+
+    tokens: torch.Tensor
+    valid: torch.Tensor
+    positions: torch.Tensor
+    gen_start: int
+    gen_length: int
+    prompt_len: torch.Tensor
+
+    @classmethod
+    def build(cls, prompts: list[list[int]], gen_length: int, mask_id: int, pad_id: int, device,
+              tail: int = 0) -> Canvas:
+        width = max(len(p) for p in prompts)
+        total = width + gen_length + tail
+        tokens = torch.full((len(prompts), total), pad_id, dtype=torch.long)
+        valid = torch.zeros((len(prompts), total), dtype=torch.bool)
+        for r, p in enumerate(prompts):
+            tokens[r, width - len(p):width] = torch.tensor(p, dtype=torch.long)
+            valid[r, width - len(p):width + gen_length] = True
+        tokens[:, width:width + gen_length] = mask_id
+        positions = (valid.long().cumsum(1) - 1).clamp(min=0)
+        lens = torch.tensor([len(p) for p in prompts])
+        return cls(tokens.to(device), valid.to(device), positions.to(device), width, gen_length, lens.to(device))
+
+    @property
+    def gen_slice(self) -> slice:
+        return slice(self.gen_start, self.gen_start + self.gen_length)
+
+
+@dataclass
+class DecodeResult:
+    """tokens (B, G); commit_step (B, G) step at which each token was last written (-1: never, filled
+    with EOS after an early stop); block (B, G) block index of each token; nfe (B,) forward passes."""
+
+    tokens: torch.Tensor
+    commit_step: torch.Tensor
+    block: torch.Tensor
+    nfe: torch.Tensor
+
+
+def option(cfg: DecodingConfig, name: str, default: Any = None) -> Any:
+    """An algorithm option from ``extra``: ``extra[name]`` or ``extra["torch"][name]``."""
+    if name in cfg.extra:
+        return cfg.extra[name]
+    return (cfg.extra.get("torch") or {}).get(name, default)
+
+
+def steps_per_block(cfg: DecodingConfig) -> int:
+    """``steps`` is the total over the canvas; each of the G/K blocks gets an equal share."""
+    n_blocks = cfg.gen_length // cfg.block_length
+    if cfg.steps % n_blocks:
+        raise ConfigError(f"steps={cfg.steps} is not divisible by the number of blocks "
+                          f"{n_blocks} (gen_length / block_length); pick steps as a multiple of it")
+    return cfg.steps // n_blocks
+
+
+def quota_schedule(masked: torch.Tensor, steps: int) -> torch.Tensor:
+    """Tokens to commit per step: masked (B,) counts -> (B, steps); base M // S, first M % S steps +1."""
+    base = masked[:, None] // steps
+    extra = (torch.arange(steps, device=masked.device)[None] < (masked % steps)[:, None]).long()
+    return base + extra
+
+
+def row_noise(gens: list[torch.Generator], shape: tuple[int, ...], device) -> torch.Tensor:
+    """Uniform (0, 1) float64 noise of ``shape`` per row: (B, *shape), row r from ``gens[r]``."""
+    noise = torch.stack([torch.rand(shape, generator=g, dtype=torch.float64) for g in gens])
+    return noise.clamp_(min=1e-12, max=1 - 1e-12).to(device)
+
+
+def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
+    """Set logits outside the top-k / nucleus top-p set to -inf (the most likely token is always kept)."""
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        cum = sorted_logits.softmax(-1).cumsum(-1)
+        drop_sorted = (cum - sorted_logits.softmax(-1)) >= top_p  # keep the prefix that first reaches top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample(logits: torch.Tensor, temperature: float, gens: list[torch.Generator], top_k: int | None = None,
+           top_p: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Proposals for logits (B, K, V): returns x0 (B, K), p_filtered (B, K), p_unfiltered (B, K).
+
+    T = 0 is argmax with probabilities of the plain softmax. T > 0 is Gumbel-max in float64 over the
+    tempered, filtered logits; p_* are the probabilities of x0 under the tempered distributions.
+    """
+    logits = logits.double()
+    if temperature == 0:
+        probs = logits.softmax(-1)
+        x0 = filter_logits(logits, top_k, top_p).argmax(-1)
+        p = probs.gather(-1, x0[..., None])[..., 0]
+        return x0, p, p
+    tempered = logits / temperature
+    filtered = filter_logits(tempered, top_k, top_p)
+    gumbel = -torch.log(-torch.log(row_noise(gens, tuple(logits.shape[1:]), logits.device)))
+    x0 = (filtered + gumbel).argmax(-1)
+    p_filtered = filtered.softmax(-1).gather(-1, x0[..., None])[..., 0]
+    p_unfiltered = tempered.softmax(-1).gather(-1, x0[..., None])[..., 0]
+    return x0, p_filtered, p_unfiltered
+
+
+def top_count(conf: torch.Tensor, candidates: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Per row, the ``count[r]`` most confident candidates: conf/candidates (B, K), count (B,) -> bool (B, K)."""
+    conf = conf.masked_fill(~candidates, float("-inf"))
+    order = conf.argsort(dim=-1, descending=True, stable=True)
+    ranks = torch.empty_like(order).scatter_(-1, order, torch.arange(conf.shape[-1], device=conf.device).expand_as(order))
+    return (ranks < count[:, None]) & candidates
+
+
+def threshold_or_top1(conf: torch.Tensor, candidates: torch.Tensor, tau: float) -> torch.Tensor:
+    """Fast-dLLM rule: every candidate with conf >= tau, plus the single best one."""
+    best = top_count(conf, candidates, torch.ones(conf.shape[0], dtype=torch.long, device=conf.device))
+    return best | (candidates & (conf >= tau))
+
+
+def threshold_or_quota(conf: torch.Tensor, candidates: torch.Tensor, tau: float, quota: torch.Tensor) -> torch.Tensor:
+    """SDAR dynamic / LLaDA2 rule: all candidates with conf > tau if there are at least ``quota`` of
+    them, else exactly the top ``quota`` (clamped to the candidates)."""
+    above = candidates & (conf > tau)
+    enough = above.sum(-1) >= quota
+    return torch.where(enough[:, None], above, top_count(conf, candidates, quota))
+
+
+def factor_rule(conf: torch.Tensor, candidates: torch.Tensor, factor: float) -> torch.Tensor:
+    """Fast-dLLM factor rule: the largest n with sorted conf c_i >= 1 - f / (i + 1) for all i < n (n >= 1)."""
+    sorted_conf = conf.masked_fill(~candidates, float("-inf")).sort(dim=-1, descending=True).values
+    i = torch.arange(conf.shape[-1], device=conf.device, dtype=conf.dtype)
+    ok = (sorted_conf >= 1 - factor / (i + 2)).long().cumprod(-1).sum(-1)  # i + 2: the (i+1)-th token, 1-based
+    count = ok.clamp(min=1).minimum(candidates.sum(-1))
+    return top_count(conf, candidates, count)

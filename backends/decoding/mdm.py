@@ -1,0 +1,69 @@
+"""Masked-diffusion decoding with semi-autoregressive blocks (LLaDA and Dream share this loop).
+
+For each block of K canvas positions (in order), repeat: forward the whole canvas (bidirectional, pads
+masked as keys), turn the block's logits into proposals and confidences (the *policy*), commit the
+chosen masked positions. Fixed-step policies run ``steps / n_blocks`` steps per block; with a
+threshold or factor the loop runs until the block is full (at least one token per step).
+A later Fast-dLLM engine can replace :func:`_forward` with a prefix/dual-cache forward.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dare.harness.records import DecodingConfig
+
+from .common import Canvas, DecodeResult, option, quota_schedule, steps_per_block
+
+
+def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig) -> tuple[torch.Tensor, int]:
+    """Logits (B, L, V) for canvas tokens x, with classifier-free guidance when cfg_scale > 0; returns NFE."""
+    key_mask = canvas.valid[:, None, None, :]
+    if cfg.cfg_scale > 0:
+        prompt = canvas.valid.clone()
+        prompt[:, canvas.gen_start:] = False
+        uncond = x.masked_fill(prompt, model.mask_id)
+        both = model.net(torch.cat([x, uncond]), canvas.positions.repeat(2, 1), key_mask.repeat(2, 1, 1, 1))
+        cond, unc = both.chunk(2)
+        logits = unc + (cfg.cfg_scale + 1) * (cond - unc)
+        nfe = 2
+    else:
+        logits, nfe = model.net(x, canvas.positions, key_mask), 1
+    if model.arch.shift_logits:
+        logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+    return logits, nfe
+
+
+def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator],
+                            policy) -> DecodeResult:
+    """Run the block loop with ``policy(logits (B,K,V), masked (B,K), quota (B,), step, steps, gens, cfg,
+    model) -> (commit (B,K) bool, x0 (B,K))``; ``quota`` is None in threshold/factor mode."""
+    x = canvas.tokens.clone()
+    batch, gen, k = x.shape[0], cfg.gen_length, cfg.block_length
+    fixed = cfg.threshold is None and cfg.factor is None
+    n_steps = steps_per_block(cfg)
+    max_steps = option(cfg, "max_steps_per_block", k)
+    commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=x.device)
+    nfe = torch.zeros(batch, dtype=torch.long, device=x.device)
+    row_step = torch.zeros(batch, dtype=torch.long, device=x.device)
+    for b in range(gen // k):
+        lo = canvas.gen_start + b * k
+        masked = x[:, lo:lo + k] == model.mask_id
+        quotas = quota_schedule(masked.sum(-1), n_steps)
+        step = 0
+        while masked.any() and (step < n_steps if fixed else step < max_steps):
+            working = masked.any(-1)
+            logits, cost = _forward(model, canvas, x, cfg)
+            quota = quotas[:, step] if fixed else None
+            commit, x0 = policy(logits[:, lo:lo + k], masked, quota, step, n_steps, gens, cfg, model)
+            commit &= masked
+            block = x[:, lo:lo + k]
+            x[:, lo:lo + k] = torch.where(commit, x0, block)
+            commit_step[:, b * k:(b + 1) * k].masked_fill_(commit, 0)
+            commit_step[:, b * k:(b + 1) * k] += commit.long() * row_step[:, None]
+            nfe += cost * working.long()
+            row_step += working.long()
+            masked = x[:, lo:lo + k] == model.mask_id
+            step += 1
+    block_ids = (torch.arange(gen, device=x.device) // k).expand(batch, -1)
+    return DecodeResult(x[:, canvas.gen_slice], commit_step, block_ids.clone(), nfe)

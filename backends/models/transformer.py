@@ -1,0 +1,96 @@
+"""One pre-norm decoder stack that every supported dLLM instantiates with its own :class:`ModelArgs`.
+
+The interface decoders talk to is :meth:`DiffusionTransformer.forward`:
+``forward(input_ids (B, L), positions (B, L), mask (B, 1, L, K) bool | None, cache | None) -> logits (B, L, V)``.
+``mask`` True means "may attend"; ``None`` is full bidirectional attention. With a cache, K is the
+cache length plus L and the cache decides whether the new keys are stored (see :mod:`.cache`).
+Logits are returned as the network computes them; the Dream one-position shift is the decoder's job
+(``ModelHandle.shift_logits``) so a cached window can ask for one extra query position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .layers import MoE, Attention, RMSNorm, SwiGLU, rotary_cos_sin
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """Architecture hyper-parameters in one vocabulary, filled by each architecture from config.json."""
+
+    vocab_size: int
+    hidden_size: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    norm_eps: float
+    rope_theta: float
+    rotary_dim: int
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    fused_qkv: bool = False
+    # mixture of experts (moe_layers lists which layers route; empty = dense model)
+    moe_layers: tuple[int, ...] = ()
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    num_shared_experts: int = 0
+    norm_topk_prob: bool = True
+    router: str = "softmax"  # "softmax" (Qwen3-MoE) or "sigmoid_group" (LLaDA2)
+    n_group: int = 1
+    topk_group: int = 1
+    routed_scaling_factor: float = 1.0
+    extra: dict = field(default_factory=dict)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs, idx: int):
+        super().__init__()
+        self.attn_norm = RMSNorm(args.hidden_size, args.norm_eps)
+        self.attn = Attention(args, idx)
+        self.mlp_norm = RMSNorm(args.hidden_size, args.norm_eps)
+        self.mlp = MoE(args) if idx in args.moe_layers else SwiGLU(args.hidden_size, args.intermediate_size)
+
+    def forward(self, h, cos, sin, mask, cache):
+        h = h + self.attn(self.attn_norm(h), cos, sin, mask, cache)
+        return h + self.mlp(self.mlp_norm(h))
+
+
+class DiffusionTransformer(nn.Module):
+    """Embedding -> N decoder layers -> final RMSNorm -> untied LM head."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.args = args
+        self.embed = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.n_layers))
+        self.norm = RMSNorm(args.hidden_size, args.norm_eps)
+        self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
+                cache=None) -> torch.Tensor:
+        """input_ids/positions (B, L) -> logits (B, L, V) in the parameters' dtype."""
+        cos, sin = rotary_cos_sin(positions, self.args.rotary_dim, self.args.rope_theta)
+        h = self.embed(input_ids)
+        for layer in self.layers:
+            h = layer(h, cos, sin, mask, cache)
+        if cache is not None:
+            cache.finish_call()
+        return self.lm_head(self.norm(h))
+
+    def init_random(self, generator: torch.Generator, std: float = 0.02) -> None:
+        """Random N(0, std) weights, unit norms, small expert biases: for tiny test checkpoints."""
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("norm.weight"):
+                    p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=generator))
+                elif name.endswith("expert_bias"):
+                    p.copy_(0.01 * torch.randn(p.shape, generator=generator))
+                else:
+                    p.copy_(std * torch.randn(p.shape, generator=generator))

@@ -1,0 +1,94 @@
+"""Content-addressed, append-only caches of generations and verdicts.
+
+Generations are keyed by (model fingerprint, DecodingConfig hash, prompt hash, sample index, request
+seed) and verdicts by (verifier name + version + options, data sha256, sample id, completion). Each cache
+is a set of JSONL files appended and fsync'd per batch, so a run killed at any moment loses at most the
+batch in flight; a torn last line is ignored on load and fenced off before the next append. Verifier
+upgrades change the verdict key, so cached generations are re-scored without regenerating.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from .errors import InputError
+from .records import canonical_json, sha256_text
+
+log = logging.getLogger(__name__)
+
+
+def cache_key(*parts: Any) -> str:
+    return sha256_text(canonical_json(list(parts)))[:32]
+
+
+class JsonlCache:
+    """A ``key -> record`` map persisted as one append-only JSONL file."""
+
+    def __init__(self, path: Path, record_type: type[BaseModel]):
+        self.path = path
+        self.record_type = record_type
+        self._items: dict[str, BaseModel] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        torn = 0
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                    self._items[row["key"]] = self.record_type.model_validate(row["value"])
+                except (ValueError, KeyError, TypeError):
+                    torn += 1  # a line cut by a kill mid-write, or from an older record version
+        if torn:
+            log.warning("%s: ignored %d unreadable cache line(s)", self.path, torn)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> Any:
+        return self._items.get(key)
+
+    def extend(self, items: Iterable[tuple[str, BaseModel]]) -> None:
+        """Append records and fsync, so they survive a kill right after this returns."""
+        items = list(items)
+        if not items:
+            return
+        lines = "".join(json.dumps({"key": k, "value": v.model_dump(mode="json")}, ensure_ascii=False) + "\n" for k, v in items)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a+b") as f:
+                f.seek(0, os.SEEK_END)
+                if f.tell() > 0:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")  # fence off a torn line left by a killed writer
+                f.write(lines.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise InputError(f"cannot write the cache at {self.path}: {exc.strerror}; pass a writable --cache-dir") from exc
+        self._items.update(items)
+
+
+def generations_cache(root: Path, model_fingerprint: str, decoding_hash: str) -> JsonlCache:
+    from .records import Generation
+
+    return JsonlCache(root / "generations" / f"{model_fingerprint[:16]}-{decoding_hash}.jsonl", Generation)
+
+
+def verdicts_cache(root: Path, verifier_id: str) -> JsonlCache:
+    from .records import Verdict
+
+    return JsonlCache(root / "verdicts" / f"{verifier_id}.jsonl", Verdict)

@@ -1,0 +1,162 @@
+"""dare-eval: score a model (or completions produced elsewhere) on a suite.
+
+Exit codes: 0 success, 2 bad input (one-line error, no traceback), 1 internal error. The last line on
+stdout is the new run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from . import config as cfg
+from . import overrides
+from .data import load_rows
+from .engine import EngineContext
+from .errors import DareError, InputError
+from .models import resolve
+from .records import DecodingConfig
+from .registry import engines, load_plugins, metrics
+from .rundir import check_writable
+from .verifiers import verifiers
+from .runner import EvalPlan, run_eval
+
+log = logging.getLogger("dare.eval")
+PROG = "dare-eval"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="Score a diffusion language model on a benchmark suite with exact, "
+               "reproducible decoding settings. Writes run.json and samples.jsonl to a new directory under --out.")
+    p.add_argument("--model", help="model name from configs/models (see --list); a free label with --backend replay")
+    p.add_argument("--model-path", help="checkpoint directory (config.json, *.safetensors, tokenizer files)")
+    p.add_argument("--suite", help="suite or benchmark name: math, code, planning, gsm8k, sudoku, ... (see --list)")
+    p.add_argument("--backend", "--engine", dest="backend", default="torch", help="engine: torch (default), replay, ... (see --list)")
+    p.add_argument("--completions", help="with --backend replay: JSONL of {\"id\": sample id, \"completion\": text}; repeated ids are the k samples")
+    p.add_argument("--limit", type=int, help="keep the first N samples of each benchmark, in file order")
+    p.add_argument("--seed", type=int, help="decoding seed (same as --set seed=N)")
+    p.add_argument("--out", default="runs", help="directory under which the run directory is created (default: runs/)")
+    p.add_argument("--cache-dir", help="generation and verdict cache (default: OUT/.cache); reruns resume from it")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting: a decoding field (gen_length=256, steps=128, block_length=32, temperature=0.7, "
+                   "num_samples=8, batch_size=4, ...), verifier.OPTION=V or engine.OPTION=V; repeatable")
+    p.add_argument("--device", help="torch device for model engines (default: cuda if available, else cpu)")
+    p.add_argument("--unsafe-local-exec", action="store_true",
+                   help="let code verification run without OS isolation when none is available (recorded in run.json)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--list", action="store_true", help="list suites, benchmarks, engines, models, verifiers and metrics, then exit")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    return p
+
+
+def list_everything() -> str:
+    load_plugins()
+    lines = ["suites:"]
+    for name in cfg.names("suites"):
+        lines.append(f"  {name}: {', '.join(cfg.suite(name).benchmarks)}")
+    lines.append("benchmarks (each is also a suite): " + ", ".join(cfg.names("benchmarks")))
+    lines.append("engines: " + ", ".join(engines.names()))
+    lines.append("models: " + ", ".join(cfg.names("models")))
+    lines.append("verifiers: " + ", ".join(verifiers.names()))
+    lines.append("metrics: " + ", ".join(metrics.names()))
+    lines.append("prompt templates: " + ", ".join(cfg.names("prompts")))
+    return "\n".join(lines)
+
+
+def _progress_factory(enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return lambda desc, total: tqdm(total=total, desc=desc, unit="it", file=sys.stderr, dynamic_ncols=True)
+
+
+def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
+    if not args.suite:
+        raise InputError("no suite given; pass --suite NAME (see dare-eval --list)")
+    if args.limit is not None and args.limit < 1:
+        raise InputError(f"--limit must be at least 1, got {args.limit}")
+    suite = cfg.suite(args.suite)
+    engine_cls = engines.get(args.backend)
+    sets = overrides.parse(args.overrides)
+    if args.seed is not None:
+        sets.decoding["seed"] = args.seed
+    if args.completions and args.backend != "replay":
+        raise InputError(f"--completions is only read by --backend replay, not {args.backend!r}")
+    needs_checkpoint = getattr(engine_cls, "needs_checkpoint", True)
+    label = args.model
+    if not needs_checkpoint and not label and not args.model_path:
+        label = f"{args.backend}:{Path(args.completions).stem}" if args.completions else args.backend
+    model = resolve(label, args.model_path, needs_checkpoint)
+    base = model.spec.decoding_for(suite.name) if model.spec else {}
+    cfg.decoding_with_overrides(base, sets.decoding, source="--set")  # bad settings fail before loading a model
+    out = Path(args.out)
+    check_writable(out)
+    sample_ids = frozenset(str(row["id"]) for b in suite.benchmarks for row in load_rows(cfg.benchmark(b).data))
+    ctx = EngineContext(model_name=model.name, model_spec=model.spec, model_path=model.path,
+                        completions=Path(args.completions) if args.completions else None, device=args.device,
+                        options=sets.engine, sample_ids=sample_ids)
+    engine = engine_cls(ctx)
+    defaults: dict[str, Any] = engine.decoding_defaults() if hasattr(engine, "decoding_defaults") else {}
+    decoding: DecodingConfig = cfg.decoding_with_overrides({**base, **defaults}, sets.decoding, source="--set")
+    flags = [f"limit={args.limit}"] if args.limit is not None else []
+    verifier_options = dict(sets.verifier)
+    if args.unsafe_local_exec:
+        flags.append("unsafe-local-exec")
+        verifier_options["unsafe_local_exec"] = True
+    return EvalPlan(
+        suite=suite, decoding=decoding, engine=engine, model_name=model.name, out_dir=out,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else out / ".cache", limit=args.limit,
+        verifier_options=verifier_options, flags=flags, command=[PROG, *argv],
+        progress=_progress_factory(not args.no_progress),
+    )
+
+
+def summary(run_dir: Path) -> str:
+    import json
+
+    record = json.loads((run_dir / "run.json").read_text())
+    lines = []
+    for bench, values in record["metrics"].items():
+        for metric, m in values.items():
+            lines.append(f"{bench:>14} {metric:<15} {100 * m['value']:6.2f}  [{100 * m['ci'][0]:.2f}, {100 * m['ci'][1]:.2f}]  n={m['n']}")
+        errors = record["counts"][bench].get("error", 0)
+        if errors:
+            lines.append(f"{bench:>14} infrastructure errors (excluded): {errors}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=f"{PROG}: %(levelname)s: %(message)s")
+    plan = None
+    try:
+        if args.list:
+            print(list_everything())
+            return 0
+        plan = make_plan(args, argv)
+        run_dir = run_eval(plan)
+    except DareError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        where = f"; partial results in {plan.run_dir}" if plan and plan.run_dir else ""
+        sys.stderr.write(f"{PROG}: interrupted; finished generations are cached, rerun the same command to resume{where}\n")
+        return 130
+    print(summary(run_dir))
+    print(run_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

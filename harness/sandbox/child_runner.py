@@ -1,0 +1,247 @@
+"""The child side of the sandbox: a standalone script, run by a fresh interpreter inside the isolation.
+
+It imports nothing from dare (the package is not visible inside the sandbox). Start-up, before any
+untrusted byte is read: drop to the worker slot's uid (when started as root), set rlimits, close stray
+file descriptors, then read one job (JSON) from stdin. Results go to a private duplicate of the original
+stdout as one JSON line per record; fd 1 and 2 both point at the capped stderr pipe, so whatever the
+candidate prints is only diagnostics. The child never receives expected outputs: it cannot know whether
+it passed, and anything it forges on the result channel is merely its own output, judged by the parent.
+
+argv: child_runner.py UID AS_BYTES CPU_SECONDS NPROC FSIZE_BYTES NOFILE EXTRA_SYS_PATH (UID -1: keep).
+Modes: ``call`` (run the program, call the entry point on each input), ``record`` (run a trusted
+reference program plus the rewritten assert tests, recording every call of the tested function), ``judge``
+(run the rewritten tests with the candidate's outputs replayed in place of the calls: no candidate code).
+"""
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+
+OUTPUT_CAP = 32 << 20  # bytes of encoded output per call; beyond it the call counts as an error
+MAX_DEPTH = 200
+
+
+def harden(argv):
+    uid, as_bytes, cpu_s, nproc, fsize, nofile = (int(a) for a in argv[1:7])
+    if uid >= 0 and os.getuid() == 0:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # clears every capability: no way back to root
+    limits = [(resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_NPROC, nproc),
+              (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)]
+    for which, value in limits:
+        if value >= 0:
+            resource.setrlimit(which, (value, value))
+    os.closerange(3, 4096)
+    if argv[7]:
+        sys.path.append(argv[7])
+
+
+class Timeout(BaseException):
+    """Raised by the per-call alarm; a BaseException so ``except Exception`` in candidate code cannot eat it."""
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
+# ---- encoding of plain data (mirrors dare.harness.sandbox.codec.decode) ----
+
+def enc(x, depth=0):
+    if depth > MAX_DEPTH:
+        raise ValueError("output nested too deeply")
+    t = type(x)
+    if x is None or t is bool or t is str or t is int:
+        return x
+    if t is float:
+        return x if x == x and x not in (float("inf"), float("-inf")) else {"f": float.__repr__(x)}
+    if t is list:
+        return [enc(v, depth + 1) for v in x]
+    if t is tuple:
+        return {"t": [enc(v, depth + 1) for v in x]}
+    if t is dict:
+        return {"d": [[enc(k, depth + 1), enc(v, depth + 1)] for k, v in x.items()]}
+    if t is set or t is frozenset:
+        return {"s" if t is set else "z": [enc(v, depth + 1) for v in x]}
+    if t is complex:
+        return {"c": [enc(x.real), enc(x.imag)]}
+    if t is bytes or t is bytearray:
+        return {"b": bytes(x).hex()}
+    return enc_other(x, t, depth)
+
+
+def enc_other(x, t, depth):
+    # Subclasses and numpy values are reduced to their plain value through the base type's own methods.
+    module = getattr(t, "__module__", "") or ""
+    if module.startswith("numpy") and hasattr(x, "tolist"):
+        return enc(x.tolist(), depth + 1)
+    for base, convert in ((bool, bool), (int, int.__index__), (float, float.__float__), (str, str.__str__),
+                          (tuple, tuple), (list, list), (dict, dict), (frozenset, frozenset), (set, set)):
+        if isinstance(x, base):
+            return enc(convert(x), depth + 1)
+    return {"x": str(getattr(t, "__qualname__", "object"))[:80]}
+
+
+def dec(v):
+    if isinstance(v, list):
+        return [dec(i) for i in v]
+    if not isinstance(v, dict):
+        return v
+    (tag, body), = v.items()
+    if tag == "t":
+        return tuple(dec(i) for i in body)
+    if tag == "d":
+        return {dec(k): dec(w) for k, w in body}
+    if tag == "s":
+        return {dec(i) for i in body}
+    if tag == "z":
+        return frozenset(dec(i) for i in body)
+    if tag == "f":
+        return float(body)
+    if tag == "c":
+        return complex(dec(body[0]), dec(body[1]))
+    if tag == "b":
+        return bytes.fromhex(body)
+    raise ValueError("unknown tag " + tag)
+
+
+class Channel:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def send(self, record):
+        data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+
+def describe_error(exc):
+    return {"err": type(exc).__name__[:80], "msg": str(exc)[:300]}
+
+
+def encoded_output(value):
+    text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
+    if len(text) > OUTPUT_CAP:
+        raise ValueError("output larger than the sandbox cap")
+    return json.loads(text)
+
+
+def timed_call(fn, args, kwargs, limit):
+    signal.setitimer(signal.ITIMER_REAL, max(limit, 0.001))
+    start = time.perf_counter()
+    try:
+        return fn(*args, **kwargs), time.perf_counter() - start
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def load_program(source, name):
+    namespace = {"__name__": "__candidate__", "__builtins__": __builtins__}
+    exec(compile(source, name, "exec"), namespace)
+    return namespace
+
+
+def run_calls(job, channel):
+    signal.setitimer(signal.ITIMER_REAL, job["load_limit"])
+    try:
+        namespace = load_program(job["program"], "<program>")
+        fn = namespace[job["entry_point"]]
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except Timeout:
+        channel.send({"load_error": "Timeout", "msg": "program did not finish loading"})
+        return
+    except BaseException as exc:  # SystemExit included: exiting before the tests is a load failure
+        channel.send({"load_error": type(exc).__name__[:80], "msg": str(exc)[:300]})
+        return
+    channel.send({"ready": True})
+    for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
+        args, kwargs = dec(call)
+        try:
+            value, elapsed = timed_call(fn, args, kwargs, limit)
+            channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
+        except Timeout:
+            channel.send({"i": i, "timeout": True})
+            return
+        except BaseException as exc:
+            channel.send({"i": i, **describe_error(exc)})
+    channel.send({"done": len(job["inputs"])})
+
+
+def run_tests(job, channel, site_factory):
+    import random
+    namespace = load_program(job["program"], "<reference>")
+    namespace["__dare_site__"] = site_factory(namespace)
+    random.seed(job.get("seed", 0))
+    signal.setitimer(signal.ITIMER_REAL, job["test_limit"])
+    try:
+        exec(compile(job["test"], "<test>", "exec"), namespace)
+        result = {"passed": True}
+    except Timeout:
+        result = {"passed": False, "err": "Timeout", "msg": "tests ran past their limit"}
+    except BaseException as exc:
+        result = {"passed": False, **describe_error(exc)}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    channel.send(result)
+
+
+def recorder(job, channel):
+    def factory(namespace):
+        target = namespace[job["entry_point"]]
+
+        def site(k):
+            def call(*args, **kwargs):
+                record = {"site": k, "args": enc([list(args), dict(kwargs)])}
+                start = time.perf_counter()
+                try:
+                    value = target(*args, **kwargs)
+                except Exception as exc:
+                    channel.send({**record, **describe_error(exc), "t": time.perf_counter() - start})
+                    raise
+                channel.send({**record, "ok": encoded_output(value), "t": time.perf_counter() - start})
+                return value
+            return call
+        return site
+    return factory
+
+
+def replayer(job, channel):
+    outputs = iter(job["outputs"])
+
+    def factory(namespace):
+        def site(k):
+            def call(*args, **kwargs):
+                recorded = next(outputs, None)
+                if recorded is None or recorded["args"] != enc([list(args), dict(kwargs)]):
+                    raise AssertionError("the test's calls diverged from the recorded inputs")
+                if "ok" not in recorded:
+                    raise RuntimeError("candidate raised " + recorded.get("err", "an error"))
+                return dec(recorded["ok"])
+            return call
+        return site
+    return factory
+
+
+def main():
+    harden(sys.argv)
+    signal.signal(signal.SIGALRM, _alarm)
+    job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    channel = Channel(os.dup(1))
+    os.dup2(2, 1)  # candidate prints land in the capped stderr pipe, never on the result channel
+    mode = job["mode"]
+    if mode == "call":
+        run_calls(job, channel)
+    else:
+        run_tests(job, channel, recorder(job, channel) if mode == "record" else replayer(job, channel))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

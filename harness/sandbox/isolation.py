@@ -1,0 +1,181 @@
+"""Which isolation layers this machine offers, and the command line that applies them to one child.
+
+Detected once at start (:func:`detect`): bubblewrap (namespaces: no network, read-only system, private
+size-limited /tmp, fresh /proc and /dev, cleared environment, new session, die with parent), else
+``unshare`` (network, pid, ipc, uts and mount namespaces only), else nothing. Orthogonal to that: when
+the harness is root, every worker slot runs as its own unprivileged uid (``uid_base + slot``), so that
+RLIMIT_NPROC holds (the kernel ignores it for real uid 0) and slots cannot signal each other. The child
+sets its rlimits itself before reading any untrusted byte (``child_runner.harden``).
+
+The interpreter inside is the base Python (stdlib only, ``-S``: no site-packages, so no installed data
+files are reachable), plus numpy bound read-only at a private path when the parent has it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+RUNNER = Path(__file__).resolve().parent / "child_runner.py"
+SANDBOX_RUNNER = "/opt/dare/child_runner.py"
+SANDBOX_SITE = "/opt/dare/site"
+PYTHON_ENV = {  # the whole environment the child sees: deterministic hashing, time zone and encoding
+    "PATH": "/usr/bin:/bin",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "TZ": "UTC",
+    "LANG": "C.UTF-8",
+    "HOME": "/tmp",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resource limits of one child. Memory and sizes in bytes, times in seconds."""
+
+    address_space: int = 2 << 30
+    cpu_seconds: int = 120
+    processes: int = 32
+    file_size: int = 16 << 20
+    open_files: int = 256
+    tmp_size: int = 64 << 20
+    stdout_cap: int = 256 << 20  # the result channel (HumanEval+ outputs can be large)
+    stderr_cap: int = 64 << 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Isolation:
+    """The layers available here. ``backend`` is "bwrap", "unshare" or "none"."""
+
+    backend: str
+    bwrap_version: str | None
+    drop_uid: bool
+    uid_base: int
+    python: str
+    python_prefix: str
+    numpy_dirs: tuple[str, ...]
+
+    def describe(self, limits: Limits, workers: int, unsafe: bool) -> dict:
+        layers = {
+            "bwrap": ["bubblewrap " + (self.bwrap_version or "?"), "net/pid/ipc/uts/cgroup namespaces",
+                      "read-only /usr and interpreter", f"private /tmp tmpfs {limits.tmp_size >> 20} MiB",
+                      "fresh /proc and /dev", "cleared environment", "new session", "die with parent"],
+            "unshare": ["unshare: net/pid/ipc/uts/mount namespaces", "cleared environment", "host filesystem visible"],
+            "none": ["no namespaces", "cleared environment"],
+        }[self.backend]
+        if self.drop_uid:
+            layers.append(f"dropped uid {self.uid_base}..{self.uid_base + workers - 1} (one per worker slot)")
+        layers.append("rlimits: AS {} MiB, CPU {} s, NPROC {}, FSIZE {} MiB, NOFILE {}, CORE 0".format(
+            limits.address_space >> 20, limits.cpu_seconds, limits.processes, limits.file_size >> 20, limits.open_files))
+        layers += ["parent wall-clock deadline kills the process group", "stdout/stderr byte caps",
+                   "comparison in the trusted parent on decoded plain data"]
+        return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.drop_uid,
+                "workers": workers, "python": self.python, "numpy": bool(self.numpy_dirs), "layers": layers}
+
+
+def _bwrap_version() -> str | None:
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.split()[-1] if out.strip() else "unknown"
+
+
+def _probe(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def base_python() -> tuple[str, str]:
+    """The base interpreter (not the venv shim) and its prefix."""
+    prefix = sys.base_prefix
+    name = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    exe = Path(sysconfig.get_config_var("BINDIR") or Path(prefix, "bin")) / name
+    if not exe.exists():
+        exe = Path(sys.executable).resolve()
+    return str(exe), prefix
+
+
+def numpy_dirs() -> tuple[str, ...]:
+    try:
+        import numpy
+    except ImportError:
+        return ()
+    root = Path(numpy.__file__).resolve().parent
+    return tuple(str(p) for p in (root, root.parent / "numpy.libs") if p.is_dir())
+
+
+@functools.cache
+def detect(uid_base: int = 61000) -> Isolation:
+    python, prefix = base_python()
+    is_root = os.geteuid() == 0
+    version = _bwrap_version()
+    backend = "none"
+    candidate = Isolation("bwrap", version, is_root, uid_base, python, prefix, numpy_dirs())
+    if version and _probe(bwrap_argv(candidate, Limits(), slot=0) + ["-c", "pass"]):
+        backend = "bwrap"
+    elif shutil.which("unshare") and _probe(unshare_prefix(is_root) + [python, "-S", "-c", "pass"]):
+        backend = "unshare"
+    return dataclasses.replace(candidate, backend=backend)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def bwrap_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
+    """Everything up to and including the interpreter; the caller appends the runner arguments."""
+    argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not iso.drop_uid:  # unprivileged: bwrap needs a user namespace; the real uid is already not root
+        argv.append("--unshare-user")
+    argv += ["--die-with-parent", "--new-session", "--clearenv"]
+    for key, value in PYTHON_ENV.items():
+        argv += ["--setenv", key, value]
+    argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+             "--symlink", "usr/bin", "/bin"]
+    # bwrap creates missing parents with mode 0700, which the dropped uid could not traverse.
+    for ancestor in _ancestors(iso.python_prefix + "/x"):
+        if not ancestor.startswith("/usr"):
+            argv += ["--perms", "0755", "--dir", ancestor]
+    if not iso.python_prefix.startswith("/usr/"):
+        argv += ["--ro-bind", iso.python_prefix, iso.python_prefix]
+    argv += ["--perms", "0755", "--dir", "/opt/dare", "--ro-bind", str(RUNNER), SANDBOX_RUNNER]
+    for path in iso.numpy_dirs:
+        argv += ["--ro-bind", path, f"{SANDBOX_SITE}/{Path(path).name}"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_size),
+             "--tmpfs", "/tmp", "--chdir", "/tmp", iso.python, "-S", "-s", "-B"]
+    return argv
+
+
+def unshare_prefix(is_root: bool) -> list[str]:
+    user = [] if is_root else ["--user", "--map-root-user"]
+    return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--uts"]
+
+
+def child_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
+    """The full command line of one sandboxed child for worker ``slot``."""
+    uid = iso.uid_base + slot if iso.drop_uid else -1
+    if iso.backend == "bwrap":
+        head, runner, site = bwrap_argv(iso, limits, slot), SANDBOX_RUNNER, SANDBOX_SITE if iso.numpy_dirs else ""
+    else:
+        prefix = unshare_prefix(iso.drop_uid) if iso.backend == "unshare" else []
+        head, runner = [*prefix, iso.python, "-S", "-s", "-B"], str(RUNNER)
+        site = str(Path(iso.numpy_dirs[0]).parent) if iso.numpy_dirs else ""
+    return [*head, runner, str(uid), str(limits.address_space), str(limits.cpu_seconds), str(limits.processes),
+            str(limits.file_size), str(limits.open_files), site]

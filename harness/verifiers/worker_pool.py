@@ -1,0 +1,189 @@
+"""A small process pool whose per-job deadline is enforced by the parent.
+
+Why not ``concurrent.futures``/``multiprocessing.Pool``: a stuck job there cannot be killed, and library
+timeouts based on ``signal.alarm`` (math-verify's) only work in a main thread. Here every worker is a
+fresh interpreter (``python -m dare.harness.verifiers.worker_pool``) holding one end of a socket pair.
+Fresh interpreters, not fork: forking a parent that runs torch or CUDA threads can deadlock, and
+multiprocessing's spawn/forkserver re-run the user's ``__main__`` script in every worker. The parent
+sends one job at a time to each worker, waits on all sockets with the nearest deadline as its timeout,
+SIGKILLs a worker whose job overruns and starts another in its place. A worker that dies mid-job
+(segfault, OOM kill) is reported as ``crashed``: an infrastructure failure, not a job result.
+
+Workers start lazily, up to ``workers``, and are kept for reuse; ``close()`` stops them. The deadline
+clock of a job starts when its worker reports ready, so interpreter start-up never counts as a timeout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_READY = "ready"
+START_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """Outcome of one job: ``value`` when ``ok``; otherwise ``timed_out`` or ``crashed``, or the job
+    raised (``error`` set, neither flag)."""
+
+    ok: bool
+    value: Any = None
+    timed_out: bool = False
+    crashed: bool = False
+    error: str | None = None
+
+
+def _resolve(ref: str) -> Callable[..., Any]:
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+class _Worker:
+    def __init__(self, func_ref: str, preload: Sequence[str], memory_mb: int | None):
+        parent_end, child_end = socket.socketpair()
+        argv = [sys.executable, "-m", __name__, func_ref, str(child_end.fileno()), str(memory_mb or 0), *preload]
+        self.process = subprocess.Popen(argv, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL)
+        child_end.close()
+        self.conn = Connection(parent_end.detach())
+        self.ready = False
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=10)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+            self.process.wait(timeout=2)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+
+class DeadlinePool:
+    """Run ``func(*args)`` for many argument tuples in worker processes, each within ``timeout`` seconds.
+
+    ``func_ref`` is ``"module:function"``, importable in a fresh interpreter; ``preload`` names modules
+    each worker imports before it reports ready (heavy imports belong there, outside the deadline).
+    """
+
+    def __init__(self, func_ref: str, workers: int, timeout: float, *, preload: Sequence[str] = (),
+                 memory_mb: int | None = None):
+        self.func_ref = func_ref
+        self.workers = max(1, int(workers))
+        self.timeout = float(timeout)
+        self.preload = tuple(preload)
+        self.memory_mb = memory_mb
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self.replaced = 0
+
+    def map(self, arg_tuples: Sequence[tuple]) -> list[JobResult]:
+        """One :class:`JobResult` per argument tuple, in order."""
+        with self._lock:
+            return self._run(list(arg_tuples))
+
+    def _run(self, jobs: list[tuple]) -> list[JobResult]:
+        results: list[JobResult | None] = [None] * len(jobs)
+        pending = deque(range(len(jobs)))
+        busy: dict[Connection, list] = {}  # conn -> [worker, job index, deadline]
+        while pending or busy:
+            while pending and len(busy) < self.workers:
+                worker = self._idle.pop() if self._idle else _Worker(self.func_ref, self.preload, self.memory_mb)
+                index = pending.popleft()
+                try:
+                    worker.conn.send((index, jobs[index]))
+                except OSError as exc:  # an idle worker died since its last job
+                    worker.kill()
+                    results[index] = JobResult(ok=False, crashed=True, error=f"worker unusable: {exc}")
+                    continue
+                wait_s = self.timeout if worker.ready else START_TIMEOUT_S
+                busy[worker.conn] = [worker, index, time.monotonic() + wait_s]
+            nearest = min(deadline for _, _, deadline in busy.values())
+            for conn in wait(list(busy), timeout=max(0.0, nearest - time.monotonic())):
+                entry = busy[conn]  # type: ignore[index]
+                worker, index, _ = entry
+                try:
+                    message = conn.recv()  # type: ignore[union-attr]
+                except (EOFError, OSError):
+                    del busy[conn]  # type: ignore[arg-type]
+                    self._discard(worker)
+                    code = worker.process.returncode
+                    log.warning("verifier worker died (exit code %s) on job %d", code, index)
+                    results[index] = JobResult(ok=False, crashed=True, error=f"worker died with exit code {code}")
+                    continue
+                if message == _READY:
+                    worker.ready = True
+                    entry[2] = time.monotonic() + self.timeout
+                    continue
+                del busy[conn]  # type: ignore[arg-type]
+                _, ok, value = message
+                self._idle.append(worker)
+                results[index] = JobResult(ok=True, value=value) if ok else JobResult(ok=False, error=value)
+            now = time.monotonic()
+            for conn, (worker, index, deadline) in list(busy.items()):
+                if now >= deadline:
+                    del busy[conn]
+                    self._discard(worker)
+                    if worker.ready:
+                        results[index] = JobResult(ok=False, timed_out=True, error=f"over the {self.timeout:g} s deadline")
+                    else:
+                        results[index] = JobResult(ok=False, crashed=True, error=f"worker not ready after {START_TIMEOUT_S:g} s")
+        return results  # type: ignore[return-value]
+
+    def _discard(self, worker: _Worker) -> None:
+        worker.kill()
+        self.replaced += 1
+
+    def close(self) -> None:
+        """Stop every worker. The pool stays usable: it starts new workers on demand."""
+        with self._lock:
+            for worker in self._idle:
+                worker.stop()
+            self._idle.clear()
+
+
+def _serve(func_ref: str, fd: int, memory_mb: int, preload: Sequence[str]) -> None:
+    """Worker side: import, report ready, then answer jobs until told to stop or the parent goes away."""
+    conn = Connection(fd)
+    if memory_mb:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    for module in preload:
+        importlib.import_module(module)
+    func = _resolve(func_ref)
+    conn.send(_READY)
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        index, args = job
+        try:
+            reply = (index, True, func(*args))
+        except Exception as exc:  # reported to the parent; the worker stays usable
+            reply = (index, False, f"{type(exc).__name__}: {exc}")
+        conn.send(reply)
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])

@@ -1,0 +1,135 @@
+"""``build_site``: run directories in, static leaderboard out (the engine of ``dare-leaderboard build``).
+
+load records -> table model -> one pass over each shown run's samples (shards + per-item values)
+-> paired statistics per suite -> data files, page, exports -> atomic swap into ``out``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from dare.harness.errors import InputError
+
+from . import curves, site
+from .exports import row_json, write_exports
+from .loading import LoadedRun, SkippedRun, load_runs
+from .samples import CellSamples, collect_run_samples
+from .statistics import N_BOOT, paired_comparisons
+from .table import SuiteTable, build_tables, sample_field
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BuildReport:
+    out: Path
+    runs: int
+    skipped: list[SkippedRun]
+    suites: dict[str, int] = field(default_factory=dict)  # suite -> number of rows
+    index_bytes: int = 0
+    seconds: float = 0.0
+
+
+def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = None,
+               title: str = "DARE leaderboard", n_boot: int = N_BOOT) -> BuildReport:
+    """Build the site from every run record under ``run_roots`` into ``out``; see the module docstring."""
+    started = time.perf_counter()
+    loaded = load_runs(run_roots)
+    if not loaded.runs:
+        roots = ", ".join(str(r) for r in run_roots)
+        raise InputError(f"no valid run record (run.json) under {roots}; point --runs at dare-eval output folders")
+    tables = build_tables(loaded.runs)
+    defaults = resolve_baseline(tables, baseline)
+    stage = site.staging_dir(out)
+    try:
+        samples = _collect_samples(tables, stage)
+        _write_pairs(tables, samples, stage, n_boot)
+        sparks = _write_runs(loaded.runs, samples, stage)
+        shards = {key: cell.shard for key, cell in samples.items() if cell.shard}
+        index = {
+            "title": title,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "baseline": defaults,
+            "skipped": [{"path": str(s.path), "reason": s.reason} for s in loaded.skipped],
+            "exports": write_exports(stage, tables),
+            "suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics,
+                        "rows": [row_json(r, sparks.get(r.first.key), shards) for r in t.rows]} for t in tables],
+        }
+        index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
+        index_bytes += site.write_page(stage, title)
+        site.publish(stage, out)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    report = BuildReport(Path(out), len(loaded.runs), loaded.skipped, {t.name: len(t.rows) for t in tables},
+                         index_bytes, time.perf_counter() - started)
+    log.info("built %s from %d runs (%d skipped) in %.1f s", out, report.runs, len(report.skipped), report.seconds)
+    return report
+
+
+def resolve_baseline(tables: list[SuiteTable], wanted: str | None) -> dict[str, str]:
+    """Suite -> default baseline row: the row with that id, else the first untrained row of that model."""
+    if not wanted:
+        return {}
+    chosen: dict[str, str] = {}
+    for table in tables:
+        matches = [r for r in table.rows if r.id == wanted] or \
+                  sorted((r for r in table.rows if r.model == wanted), key=lambda r: r.training is not None)
+        if matches:
+            chosen[table.name] = matches[0].id
+    if not chosen:
+        models = sorted({r.model for t in tables for r in t.rows})
+        raise InputError(f"--baseline {wanted!r} matches no model or row; models: {', '.join(models)}")
+    return chosen
+
+
+def _collect_samples(tables: list[SuiteTable], stage: Path) -> dict[tuple[str, str], CellSamples]:
+    """(run key, benchmark) -> samples of every cell shown, reading each run's file once."""
+    wanted: dict[str, tuple[LoadedRun, dict[str, str]]] = {}
+    for table in tables:
+        for row in table.rows:
+            for bench, cell in row.cells.items():
+                wanted.setdefault(cell.run.key, (cell.run, {}))[1][bench] = sample_field(cell.metric)
+    collected: dict[tuple[str, str], CellSamples] = {}
+    for key, (run, fields) in sorted(wanted.items()):
+        for bench, cell_samples in collect_run_samples(run, fields, stage).items():
+            collected[(key, bench)] = cell_samples
+    return collected
+
+
+def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,
+                 n_boot: int) -> None:
+    for table in tables:
+        columns: dict[str, dict[str, tuple[dict[str, float], bool]]] = {}
+        for row in table.rows:
+            for bench, cell in row.cells.items():
+                found = samples.get((cell.run.key, bench))
+                if found and found.values:
+                    columns.setdefault(bench, {})[row.id] = (found.values, found.binary)
+        for baseline, pairs in paired_comparisons(columns, n_boot):
+            site.write_data(stage, f"data/pairs/{baseline}.js", "pairs", baseline, pairs)
+
+
+def _write_runs(runs: list[LoadedRun], samples: dict[tuple[str, str], CellSamples], stage: Path) -> dict[str, str]:
+    """A data file per run (record, curves, sample shards); returns run key -> sparkline SVG."""
+    sparks: dict[str, str] = {}
+    by_run: dict[str, dict[str, CellSamples]] = {}
+    for (key, bench), found in samples.items():
+        by_run.setdefault(key, {})[bench] = found
+    for run in runs:
+        curve = curves.load_curve(run.record.model.training, run.directory)
+        spark = curves.sparkline(curve) if curve else None
+        if spark:
+            sparks[run.key] = spark
+        cells = {bench: {"shard": found.shard, "lines": found.lines, "verdicts": dict(found.verdicts)}
+                 for bench, found in by_run.get(run.key, {}).items()}
+        detail = {"record": run.record.to_json(), "directory": str(run.directory), "cells": cells,
+                  "curves": curves.curve_chart(curve, run.record.model.name) if curve else None}
+        site.write_data(stage, f"data/runs/{run.key}.js", "run", run.key, detail)
+    return sparks

@@ -1,0 +1,59 @@
+"""``dare-leaderboard``: build the static HTML leaderboard from run directories.
+
+    dare-leaderboard build --runs runs/ --out site/ [--baseline MODEL] [--title TEXT]
+
+Exit codes: 0 built, 2 user error (no runs, bad --out, unknown baseline), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from dare.harness.errors import DareError
+
+from .build import build_site
+from .statistics import N_BOOT
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dare-leaderboard", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="build the static site from run directories")
+    build.add_argument("--runs", nargs="+", type=Path, required=True, metavar="DIR",
+                       help="folders holding run directories (searched recursively for run.json)")
+    build.add_argument("--out", type=Path, required=True, metavar="SITE", help="output folder (replaced on rebuild)")
+    build.add_argument("--baseline", metavar="MODEL", help="model name or row id shown as the initial baseline")
+    build.add_argument("--title", default="DARE leaderboard", help="page title")
+    build.add_argument("--bootstrap", type=int, default=N_BOOT, metavar="B",
+                       help=f"paired bootstrap resamples (default {N_BOOT})")
+    build.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.bootstrap < 100:
+        print("dare-leaderboard: error: --bootstrap must be at least 100", file=sys.stderr)
+        return 2
+    try:
+        report = build_site(args.runs, args.out, baseline=args.baseline, title=args.title, n_boot=args.bootstrap)
+    except DareError as exc:
+        print(f"dare-leaderboard: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    rows = ", ".join(f"{suite}: {n} rows" for suite, n in report.suites.items())
+    print(f"built {report.out / 'index.html'} from {report.runs} runs ({rows}) in {report.seconds:.1f} s; "
+          f"index {report.index_bytes / 1e6:.2f} MB")
+    if report.skipped:
+        print(f"skipped {len(report.skipped)} run record(s):", file=sys.stderr)
+        for skipped in report.skipped:
+            print(f"  {skipped.path}: {skipped.reason}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

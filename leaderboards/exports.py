@@ -1,0 +1,81 @@
+"""The table as plain data: the JSON the page embeds, and CSV/JSON exports written beside the HTML.
+
+The export is long-format (one line per row and benchmark, plus a ``mean`` line per row), because
+suites have different columns; ``pandas.read_csv(...).pivot(...)`` gives the wide table back.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from .table import Cell, Row, SuiteTable
+
+EXPORT_COLUMNS = (
+    "suite", "row", "model", "family", "algorithm", "training_run", "training_step", "backend", "decoding_hash",
+    "benchmark", "metric", "value", "ci_low", "ci_high", "n", "run_id", "run_status", "data_sha256",
+    "verifier", "comparable", "flags",
+)
+
+
+def cell_json(cell: Cell, shard: str | None) -> dict[str, Any]:
+    """What the page needs of one cell (drill-down details live in the run's own data file)."""
+    info = cell.run.record.benchmarks[cell.benchmark]
+    return {
+        "v": cell.value, "lo": cell.ci[0], "hi": cell.ci[1], "n": cell.n,
+        "run": cell.run.key, "status": cell.run.record.status,
+        "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12],
+        "flags": cell.flags, "samples": shard is not None, "others": cell.other_runs,
+    }
+
+
+def row_json(row: Row, spark: str | None, shards: dict[tuple[str, str], str]) -> dict[str, Any]:
+    return {**row.summary(), "spark": spark, "mean": row.mean,
+            "cells": {b: cell_json(c, shards.get((c.run.key, b))) for b, c in row.cells.items()}}
+
+
+def export_records(tables: list[SuiteTable]) -> list[dict[str, Any]]:
+    """One dict per (row, benchmark) and per row mean, with the columns of :data:`EXPORT_COLUMNS`."""
+    records = []
+    for table in tables:
+        for row in table.rows:
+            summary = row.summary()
+            common = {"suite": table.name, "row": row.id, "model": summary["model"], "family": summary["family"],
+                      "algorithm": summary["algorithm"], "training_run": summary["training_run"],
+                      "training_step": summary["training_step"], "backend": summary["backend"],
+                      "decoding_hash": summary["decoding_hash"]}
+            for bench in table.benchmarks:
+                cell = row.cells.get(bench)
+                if cell is None:
+                    continue
+                info = cell.run.record.benchmarks[bench]
+                records.append({**common, "benchmark": bench, "metric": cell.metric, "value": cell.value,
+                                "ci_low": cell.ci[0], "ci_high": cell.ci[1], "n": cell.n,
+                                "run_id": cell.run.record.run_id, "run_status": cell.run.record.status,
+                                "data_sha256": info.data_sha256,
+                                "verifier": f"{info.verifier} v{info.verifier_version}",
+                                "comparable": not any(f["severity"] == "major" for f in cell.flags),
+                                "flags": "; ".join(f["text"] for f in cell.flags)})
+            mean = row.mean or {}
+            ci = mean.get("ci") or [None, None]
+            records.append({**common, "benchmark": "mean", "metric": "macro mean", "value": mean.get("value"),
+                            "ci_low": ci[0], "ci_high": ci[1], "n": mean.get("n"), "run_id": None,
+                            "run_status": None, "data_sha256": None, "verifier": None,
+                            "comparable": not mean.get("missing"),
+                            "flags": ("missing: " + ", ".join(mean["missing"])) if mean.get("missing") else ""})
+    return records
+
+
+def write_exports(site: Path, tables: list[SuiteTable]) -> dict[str, str]:
+    """Write ``leaderboard.csv`` and ``leaderboard.json``; return their site-relative names."""
+    records = export_records(tables)
+    with (site / "leaderboard.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
+        writer.writeheader()
+        writer.writerows(records)
+    document = {"suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics} for t in tables],
+                "rows": records}
+    (site / "leaderboard.json").write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
+    return {"csv": "leaderboard.csv", "json": "leaderboard.json"}

@@ -1,0 +1,198 @@
+"""The leaderboard's table model: suites -> rows (model, decoding hash, training run) -> cells per benchmark.
+
+Pure data, built from validated run records only. A row may be backed by several runs (one per
+benchmark, or reruns); for each benchmark the cell shows the best run: complete before partial
+before failed, newest first. The suite mean is the macro mean of the cells' primary metric, and only
+when every benchmark of the suite has a cell; otherwise the row is marked partial instead of averaging
+what happens to be there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from dare.harness.records import canonical_json
+
+from .comparability import column_flags
+from .loading import LoadedRun, slug
+
+# Which metric a column shows, in order of preference; anything else falls back to the first by name.
+PRIMARY_METRICS = ("accuracy", "pass@1", "partial_credit")
+# Which per-sample field a metric averages (paired statistics are computed over this field).
+SAMPLE_FIELD_OF_METRIC = {"accuracy": "passed", "partial_credit": "score"}
+STATUS_RANK = {"complete": 0, "partial": 1, "failed": 2}
+Z95 = 1.959963984540054
+
+
+def primary_metric(names: list[str]) -> str:
+    for name in PRIMARY_METRICS:
+        if name in names:
+            return name
+    pass_at = sorted(n for n in names if n.startswith("pass@"))
+    return pass_at[0] if pass_at else sorted(names)[0]
+
+
+def sample_field(metric: str) -> str:
+    return SAMPLE_FIELD_OF_METRIC.get(metric, "passed" if metric.startswith("pass@") else "score")
+
+
+@dataclass
+class Cell:
+    run: LoadedRun
+    benchmark: str
+    metric: str
+    value: float
+    ci: tuple[float, float]
+    n: int
+    flags: list[dict[str, Any]] = field(default_factory=list)
+    other_runs: int = 0  # runs of the same row and benchmark that this cell's run superseded
+
+
+@dataclass
+class Row:
+    id: str
+    suite: str
+    runs: list[LoadedRun]
+    cells: dict[str, Cell] = field(default_factory=dict)
+    mean: dict[str, Any] | None = None
+    base_row: str | None = None
+
+    @property
+    def first(self) -> LoadedRun:
+        return self.runs[0]
+
+    @property
+    def model(self) -> str:
+        return self.first.record.model.name
+
+    @property
+    def training(self) -> dict[str, Any] | None:
+        return self.first.record.model.training
+
+    @property
+    def group(self) -> str:
+        """Rows of one model (name + weights) share a group, whatever their decoding config."""
+        model = self.first.record.model
+        return f"{model.name}@{model.fingerprint[:12]}"
+
+    def summary(self) -> dict[str, Any]:
+        record = self.first.record
+        training = self.training or {}
+        decoding = record.decoding
+        return {
+            "id": self.id,
+            "model": record.model.name,
+            "group": self.group,
+            "family": record.model.architecture or record.model.name.split("-")[0],
+            "fingerprint": record.model.fingerprint,
+            "algorithm": training.get("algorithm") or "base",
+            "training_run": training.get("run_id"),
+            "training_step": training.get("step"),
+            "base_model": training.get("base_model"),
+            "base_row": self.base_row,
+            "backend": f"{record.backend.name} {record.backend.version}",
+            "backend_name": record.backend.name,
+            "decoding_hash": decoding.config_hash(),
+            "decoding": (f"steps {decoding.steps} · len {decoding.gen_length} · block {decoding.block_length} · "
+                         f"{decoding.remasking} · T {decoding.temperature:g}"
+                         + (f" · k {decoding.num_samples}" if decoding.num_samples > 1 else "")),
+            "git_commit": record.environment.get("git_commit"),
+            "git_dirty": bool(record.environment.get("git_dirty")),
+        }
+
+
+@dataclass
+class SuiteTable:
+    name: str
+    benchmarks: list[str]
+    metrics: dict[str, str]  # benchmark -> the metric its column shows
+    rows: list[Row]
+
+
+def row_id(run: LoadedRun) -> str:
+    record = run.record
+    training = record.model.training or {}
+    identity = [record.suite, record.model.name, record.model.fingerprint, record.decoding.config_hash(),
+                training.get("run_id"), training.get("step")]
+    return f"{slug(record.model.name, 24)}-{hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:10]}"
+
+
+def build_tables(runs: list[LoadedRun]) -> list[SuiteTable]:
+    """Group runs by suite and row, pick one run per cell, compute means, flags and base-model links."""
+    by_suite: dict[str, dict[str, Row]] = defaultdict(dict)
+    for run in runs:
+        rows = by_suite[run.record.suite]
+        rid = row_id(run)
+        rows.setdefault(rid, Row(rid, run.record.suite, [])).runs.append(run)
+    return [_suite_table(name, list(rows.values())) for name, rows in sorted(by_suite.items())]
+
+
+def _suite_table(name: str, rows: list[Row]) -> SuiteTable:
+    benchmarks = sorted({b for row in rows for run in row.runs for b in run.record.metrics})
+    metric_names = {b: sorted({m for row in rows for run in row.runs for m in run.record.metrics.get(b, {})})
+                    for b in benchmarks}
+    metrics = {b: primary_metric(names) for b, names in metric_names.items()}
+    for row in rows:
+        # Newest first, then (stable) complete before partial before failed.
+        row.runs.sort(key=lambda r: (r.record.created_at, r.key), reverse=True)
+        row.runs.sort(key=lambda r: STATUS_RANK.get(r.record.status, 3))
+        for bench in benchmarks:
+            candidates = [r for r in row.runs if metrics[bench] in r.record.metrics.get(bench, {})
+                          and bench in r.record.benchmarks]
+            if not candidates:
+                continue
+            best = candidates[0]
+            value = best.record.metrics[bench][metrics[bench]]
+            row.cells[bench] = Cell(best, bench, metrics[bench], value.value, tuple(value.ci), value.n,
+                                    other_runs=len(candidates) - 1)
+    for bench in benchmarks:
+        column = [row.cells[bench] for row in rows if bench in row.cells]
+        infos = [(c.run.record, c.run.record.benchmarks[bench]) for c in column]
+        for cell, flags in zip(column, column_flags(infos)):
+            cell.flags = flags
+    for row in rows:
+        row.mean = suite_mean(row, benchmarks)
+    _link_base_models(rows)
+    rows.sort(key=_default_order)
+    return SuiteTable(name, benchmarks, metrics, rows)
+
+
+def _default_order(row: Row) -> tuple:
+    """Best suite mean first; rows without a mean (partial) after all others, then by model name."""
+    mean = (row.mean or {}).get("value")
+    return (mean is None, -(mean or 0.0), row.model, row.id)
+
+
+def suite_mean(row: Row, benchmarks: list[str]) -> dict[str, Any]:
+    """Macro mean over benchmarks with a normal-approximation CI from the per-benchmark intervals.
+
+    Each benchmark's standard error is read back from its 95% interval (width / 2z) and the benchmarks
+    are treated as independent. Missing benchmarks make the mean ``None`` and list what is missing.
+    """
+    missing = [b for b in benchmarks if b not in row.cells]
+    n = sum(c.n for c in row.cells.values())
+    if missing:
+        return {"value": None, "ci": None, "n": n, "missing": missing}
+    cells = [row.cells[b] for b in benchmarks]
+    value = sum(c.value for c in cells) / len(cells)
+    se = math.sqrt(sum(((c.ci[1] - c.ci[0]) / (2 * Z95)) ** 2 for c in cells)) / len(cells)
+    return {"value": value, "ci": [value - Z95 * se, value + Z95 * se], "n": n, "missing": []}
+
+
+def _link_base_models(rows: list[Row]) -> None:
+    """Point each trained row at its base model's row: same model name, preferring the same decoding."""
+    untrained: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        if not row.training:
+            untrained[row.model].append(row)
+    for row in rows:
+        base = (row.training or {}).get("base_model")
+        if not base or base not in untrained:
+            continue
+        decoding = row.first.record.decoding.config_hash()
+        same = [r for r in untrained[base] if r.first.record.decoding.config_hash() == decoding]
+        row.base_row = (same or untrained[base])[0].id

@@ -1,0 +1,65 @@
+"""Third-party plugins through the entry-point group, and kill -9 / rerun resuming from the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from .helpers import dare_eval, run_record
+from .plugin_fixture import make_plugin
+
+
+def test_plugin_engine_is_listed_and_runs(tmp_path):
+    env = {"PYTHONPATH": str(make_plugin(tmp_path / "site"))}
+    listing = dare_eval("--list", env=env)
+    assert "sudoku-solver" in listing.stdout
+    proc = dare_eval("--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "20",
+                     "--out", str(tmp_path / "runs"), env=env)
+    _, record = run_record(proc)
+    assert record["backend"]["name"] == "sudoku-solver"
+    assert record["metrics"]["sudoku"]["accuracy"]["value"] == 1.0
+    assert record["metrics"]["sudoku"]["accuracy"]["n"] == 20
+
+
+def _count(counter) -> int:
+    return sum(int(x) for x in counter.read_text().split()) if counter.exists() else 0
+
+
+def test_kill_9_then_rerun_regenerates_nothing_finished(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(make_plugin(tmp_path / "site"))}
+    counter = tmp_path / "generated.txt"
+    out = tmp_path / "runs"
+    args = ["--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "60", "--out", str(out),
+            "--set", "batch_size=4", "--set", f"engine.counter={counter}"]
+    # Interrupted run: killed with SIGKILL once a few batches are in the cache.
+    proc = subprocess.Popen([sys.executable, "-m", "dare.harness.cli", "--no-progress", *args, "--set", "engine.delay=0.15"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while _count(counter) < 12 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before_kill = _count(counter)
+    assert 12 <= before_kill < 60, before_kill
+    cache_lines = sum(len(p.read_text().splitlines()) for p in (out / ".cache" / "generations").glob("*.jsonl"))
+    assert cache_lines >= before_kill - 4  # at most the batch in flight is lost
+
+    resumed = dare_eval(*args, env={"PYTHONPATH": env["PYTHONPATH"]})
+    _, record = run_record(resumed)
+    regenerated = _count(counter) - before_kill
+    counts = record["counts"]["sudoku"]
+    assert counts["cached"] + counts["generated"] == 60
+    assert counts["generated"] == regenerated
+    assert counts["cached"] >= before_kill - 4, counts  # every finished sample came from the cache
+    assert regenerated <= 60 - (before_kill - 4)
+
+    fresh = dare_eval(*args[:-4], "--out", str(tmp_path / "fresh"), env={"PYTHONPATH": env["PYTHONPATH"]})
+    _, uninterrupted = run_record(fresh)
+    assert record["metrics"] == uninterrupted["metrics"]
+    assert record["status"] == "complete"
+    samples = [json.loads(line) for line in open(resumed.stdout.strip().splitlines()[-1] + "/samples.jsonl")]
+    assert len(samples) == 60 and len({s["id"] for s in samples}) == 60
