@@ -86,6 +86,8 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit must be at least 1, got {args.limit}")
     suite = cfg.suite(args.suite)
+    if args.model_path and not Path(args.model_path).expanduser().is_dir():
+        resolve(args.model, args.model_path)  # a bad path is reported before any engine is imported
     engine_cls = engines.get(args.backend)
     sets = overrides.parse(args.overrides)
     if args.seed is not None:

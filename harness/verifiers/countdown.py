@@ -88,6 +88,9 @@ def evaluate_expression(expression: str) -> tuple[Fraction, list[int]]:
 
 def check_expression(text: str, numbers: Sequence[int], target: int) -> dict[str, Any]:
     """Details of checking one answer: ``passed``, ``format_ok``, ``reason``, ``value``, ``expression``."""
+    if len(text) > 2 * MAX_EXPRESSION_CHARS:  # before any regex, so a huge answer costs nothing
+        return {"expression": text[:80] + "...", "passed": False, "format_ok": False, "reason": "invalid_expression",
+                "error": f"answer longer than {2 * MAX_EXPRESSION_CHARS} characters"}
     expression = normalize_expression(text)
     trailing = _TRAILING_EQUALS.search(expression)
     if trailing and Fraction(trailing.group(1)) == target:

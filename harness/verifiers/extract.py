@@ -39,32 +39,33 @@ class Extraction:
         return self.answer is not None
 
 
-def _matching_brace(text: str, open_index: int) -> int | None:
-    """Index of the ``}`` closing the ``{`` at ``open_index``, or None when it is never closed.
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Index of every ``{`` -> index of its closing ``}``, in one pass (unclosed ones are absent).
     Escaped braces (``\\{``, ``\\}``: set notation) do not count."""
-    depth = 0
-    i = open_index
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
     while i < len(text):
         ch = text[i]
         if ch == "\\":
             i += 2
             continue
         if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i
+            stack.append(i)
+        elif ch == "}" and stack:
+            pairs[stack.pop()] = i
         i += 1
-    return None
+    return pairs
 
 
 def boxed_contents(text: str) -> list[str]:
-    """Contents of the complete top-level ``\\boxed{}``/``\\fbox{}`` groups, in order."""
+    """Contents of the complete top-level ``\\boxed{}``/``\\fbox{}`` groups, in order. Linear in the text
+    length, so a completion full of unclosed boxes cannot stall the parent."""
+    pairs = _brace_pairs(text)
     out: list[str] = []
     pos = 0
     while (m := _BOX_COMMAND.search(text, pos)) is not None:
-        close = _matching_brace(text, m.end() - 1)
+        close = pairs.get(m.end() - 1)
         if close is None:
             pos = m.end()  # unclosed: skip the command, later boxes may still be complete
             continue
@@ -79,7 +80,7 @@ def last_boxed(text: str) -> str | None:
     if not contents:
         return None
     answer = contents[-1].strip()
-    while (m := _BOX_COMMAND.match(answer)) is not None and _matching_brace(answer, m.end() - 1) == len(answer) - 1:
+    while (m := _BOX_COMMAND.match(answer)) is not None and _brace_pairs(answer).get(m.end() - 1) == len(answer) - 1:
         answer = answer[m.end() : -1].strip()
     return answer
 

@@ -13,9 +13,11 @@ Rules, per gold (each is tested):
   the unit) and a gold 0.1 (same value); a gold "10\\%" accepts 10\\%, 10 and 0.1; a plain prediction is
   taken at face value, so 0.1 does *not* match a gold 10.
 - Several boxes: the last one is the answer (hedging with two boxes is judged on the last).
+- Prose inside ``<answer>`` or after ``####`` ("The answer is 18", "18 dollars") is read through an anchor
+  phrase or, failing that, its only number; a hedge with several numbers ("42 or maybe 43") fails.
 - Without box, tag or ``####``, the ``fallback`` option decides: ``"last_number"`` (default, lenient),
-  ``"math_verify"`` (math-verify's own anchored search of the whole text) or ``"none"`` (strict: no
-  answer). ``details["strict"]`` is False when the answer came from a fallback, so strict accuracy can be
+  ``"math_verify"`` (math-verify's own search of the whole text: "final answer" anchors first, then its
+  last expression) or ``"none"`` (strict: no answer). ``details["strict"]`` is False when the answer came from a fallback, so strict accuracy can be
   reported beside lenient accuracy.
 """
 
@@ -25,6 +27,7 @@ import functools
 import logging
 import os
 import re
+import weakref
 from collections.abc import Sequence
 from importlib.metadata import version as _dist_version
 from typing import Any
@@ -42,6 +45,7 @@ _STRICT_METHODS = ("boxed", "answer_tag", "hash")
 _LATEX_COMMAND = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{[^{}]*\}|\\[A-Za-z]+")
 _WORD = re.compile(r"\b[A-Za-z]{2,}\b")
 _NUMERAL = re.compile(r"\d")
+_ANY_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def normalize_gold(reference: str) -> str:
@@ -60,7 +64,7 @@ def normalize_prediction(answer: str) -> str:
 
 def reading_for(answer: str) -> str:
     """``"latex"`` for a bare mathematical answer (parsed as if boxed), ``"text"`` for prose such as
-    ``"The answer is 5"`` or ``"18 dollars"`` (parsed with math-verify's anchored search)."""
+    ``"The answer is 5"`` or ``"18 dollars"`` (see :func:`_parse`)."""
     words = _WORD.findall(_LATEX_COMMAND.sub(" ", answer))
     if len(words) >= 2 or (words and _NUMERAL.search(answer)):
         return "text"
@@ -76,24 +80,39 @@ def _math_verify() -> Any:
     return math_verify
 
 
-def _parse(text: str, reading: str) -> list:
+def _read(text: str, reading: str) -> list:
+    """math-verify's reading of an answer. ``latex``: as if boxed. ``text``: an anchored phrase ("the answer
+    is 5") first; a sentence holding a single number ("18 dollars") next; else as if boxed, so a hedge such
+    as "42 or maybe 43" is not read as its last number. ``search``: math-verify's own unanchored search."""
     mv = _math_verify()
+    boxed = "\\boxed{" + text + "}"
     if reading == "latex":
-        return mv.parse("\\boxed{" + text + "}", parsing_timeout=None)
-    return mv.parse(text, parsing_timeout=None) or mv.parse("\\boxed{" + text + "}", parsing_timeout=None)
+        return mv.parse(boxed, parsing_timeout=None)
+    if reading == "search":
+        return mv.parse(text, parsing_timeout=None)
+    anchored = [mv.LatexExtractionConfig(try_extract_without_anchor=False), mv.ExprExtractionConfig(try_extract_without_anchor=False)]
+    found = mv.parse(text, anchored, parsing_timeout=None)
+    if not found and len(_ANY_NUMBER.findall(text)) == 1:
+        found = mv.parse(text, parsing_timeout=None)
+    return found or mv.parse(boxed, parsing_timeout=None)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096)  # parsed values are never mutated, so sharing them is safe
 def _parse_gold(gold: str) -> list:
-    parsed = _parse(gold, "latex")
+    parsed = _read(gold, "latex")
     if not parsed:
         raise ValueError(f"math-verify cannot parse the gold answer {gold!r}")
     return parsed
 
 
+@functools.lru_cache(maxsize=8192)  # RL groups and pass@k repeat answers
+def _parse_prediction(answer: str, reading: str) -> list:
+    return _read(answer, reading)
+
+
 def grade(gold: str, answer: str, reading: str) -> tuple[bool, str | None]:
     """Worker-side job: (equivalent?, the prediction as math-verify read it). Runs without timeouts."""
-    predicted = _parse(answer, reading)
+    predicted = _parse_prediction(answer, reading)
     ok = bool(predicted) and _math_verify().verify(_parse_gold(gold), predicted, timeout_seconds=None)
     return ok, (str(predicted[-1]) if predicted else None)
 
@@ -123,6 +142,7 @@ class MathVerifier(Verifier):
         if self._pool is None:
             self._pool = DeadlinePool(f"{__name__}:grade", self.workers, self.timeout,
                                       preload=("math_verify", __name__), memory_mb=self.memory_mb)
+            weakref.finalize(self, self._pool.close)  # a forgotten close() still stops the workers
         return self._pool
 
     def extract(self, completion: str) -> Extraction:
@@ -141,7 +161,7 @@ class MathVerifier(Verifier):
         for i, found in enumerate(extractions):
             if found.found and golds[i]:
                 if found.method == "math_verify":  # the whole text goes to math-verify's own search
-                    jobs.append((golds[i], found.answer, "text"))
+                    jobs.append((golds[i], found.answer, "search"))
                 else:
                     answers[i] = normalize_prediction(found.answer)
                     jobs.append((golds[i], answers[i], "latex" if found.method == "boxed" else reading_for(answers[i])))

@@ -66,11 +66,16 @@ class _Worker:
         self.process.wait(timeout=10)
         self.conn.close()
 
-    def stop(self) -> None:
+    def ask_to_stop(self) -> None:
         try:
             self.conn.send(None)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        try:
             self.process.wait(timeout=2)
-        except (OSError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
             pass
         self.kill()
 
@@ -102,9 +107,12 @@ class DeadlinePool:
         results: list[JobResult | None] = [None] * len(jobs)
         pending = deque(range(len(jobs)))
         busy: dict[Connection, list] = {}  # conn -> [worker, job index, deadline]
+        startup_failure: str | None = None  # a worker that dies before it is ready means a broken setup
         while pending or busy:
+            while pending and startup_failure:
+                results[pending.popleft()] = JobResult(ok=False, crashed=True, error=startup_failure)
             while pending and len(busy) < self.workers:
-                worker = self._idle.pop() if self._idle else _Worker(self.func_ref, self.preload, self.memory_mb)
+                worker = self._take_idle() or _Worker(self.func_ref, self.preload, self.memory_mb)
                 index = pending.popleft()
                 try:
                     worker.conn.send((index, jobs[index]))
@@ -122,10 +130,16 @@ class DeadlinePool:
                     message = conn.recv()  # type: ignore[union-attr]
                 except (EOFError, OSError):
                     del busy[conn]  # type: ignore[arg-type]
+                    try:  # the socket closes a moment before the exit status is available
+                        code = worker.process.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        code = None
                     self._discard(worker)
-                    code = worker.process.returncode
                     log.warning("verifier worker died (exit code %s) on job %d", code, index)
-                    results[index] = JobResult(ok=False, crashed=True, error=f"worker died with exit code {code}")
+                    error = f"worker died with exit code {code}" + ("" if worker.ready else " while starting")
+                    results[index] = JobResult(ok=False, crashed=True, error=error)
+                    if not worker.ready:
+                        startup_failure = error
                     continue
                 if message == _READY:
                     worker.ready = True
@@ -146,6 +160,14 @@ class DeadlinePool:
                         results[index] = JobResult(ok=False, crashed=True, error=f"worker not ready after {START_TIMEOUT_S:g} s")
         return results  # type: ignore[return-value]
 
+    def _take_idle(self) -> _Worker | None:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.process.poll() is None:
+                return worker
+            self._discard(worker)  # died while idle (e.g. the OOM killer): not this job's fault
+        return None
+
     def _discard(self, worker: _Worker) -> None:
         worker.kill()
         self.replaced += 1
@@ -153,14 +175,29 @@ class DeadlinePool:
     def close(self) -> None:
         """Stop every worker. The pool stays usable: it starts new workers on demand."""
         with self._lock:
+            for worker in self._idle:  # all at once: each takes a moment to shut its interpreter down
+                worker.ask_to_stop()
             for worker in self._idle:
                 worker.stop()
             self._idle.clear()
 
 
+def _exit_when_orphaned(parent_pid: int) -> None:
+    # A worker busy in a runaway job never reads its socket, so EOF alone would not stop it.
+    import os
+
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
 def _serve(func_ref: str, fd: int, memory_mb: int, preload: Sequence[str]) -> None:
     """Worker side: import, report ready, then answer jobs until told to stop or the parent goes away."""
+    import os
+
     conn = Connection(fd)
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     if memory_mb:
         import resource
 

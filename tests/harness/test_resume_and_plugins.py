@@ -63,3 +63,37 @@ def test_kill_9_then_rerun_regenerates_nothing_finished(tmp_path):
     assert record["status"] == "complete"
     samples = [json.loads(line) for line in open(resumed.stdout.strip().splitlines()[-1] + "/samples.jsonl")]
     assert len(samples) == 60 and len({s["id"] for s in samples}) == 60
+
+
+def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(make_plugin(tmp_path / "site"))}
+    counter = tmp_path / "generated.txt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dare.harness.cli", "--no-progress", "--backend", "sudoku-solver", "--model", "solver",
+         "--suite", "sudoku", "--limit", "40", "--out", str(tmp_path / "runs"), "--set", "batch_size=4",
+         "--set", "engine.delay=0.15", "--set", f"engine.counter={counter}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while _count(counter) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    run_dir = err.strip().rsplit("partial results in ", 1)[1]
+    record = json.loads(open(f"{run_dir}/run.json").read())
+    assert record["status"] == "partial"
+    n = record["metrics"]["sudoku"]["accuracy"]["n"]
+    assert 8 <= n < 40 and record["counts"]["sudoku"]["missing"] == 40 - n
+
+
+def test_a_changed_verifier_rescores_cached_generations_without_regenerating(tmp_path):
+    env = {"PYTHONPATH": str(make_plugin(tmp_path / "site"))}
+    args = ["--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "10", "--out", str(tmp_path / "runs")]
+    _, first = run_record(dare_eval(*args, env=env))
+    assert first["counts"]["sudoku"]["generated"] == 10
+    # Another verifier configuration is another verifier identity: new verdicts, same generations.
+    _, second = run_record(dare_eval(*args, "--set", "verifier.rescored=1", env=env))
+    assert second["counts"]["sudoku"]["generated"] == 0 and second["counts"]["sudoku"]["cached"] == 10
+    assert len(list((tmp_path / "runs" / ".cache" / "verdicts").glob("*.jsonl"))) == 2
+    assert second["metrics"] == first["metrics"]
