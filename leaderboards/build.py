@@ -20,7 +20,7 @@ from . import curves, site
 from .exports import row_json, write_exports
 from .loading import LoadedRun, SkippedRun, load_runs
 from .samples import CellSamples, collect_run_samples
-from .statistics import N_BOOT, paired_comparisons
+from .statistics import N_BOOT, paired_tables, pairs_for_baseline
 from .table import SuiteTable, build_tables, sample_field
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
     stage = site.staging_dir(out)
     try:
         samples = _collect_samples(tables, stage)
-        _write_pairs(tables, samples, stage, n_boot)
+        with_pairs = _write_pairs(tables, samples, stage, n_boot)
         sparks = _write_runs(loaded.runs, samples, stage)
         shards = {key: cell.shard for key, cell in samples.items() if cell.shard}
         index = {
@@ -59,7 +59,7 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in loaded.skipped],
             "exports": write_exports(stage, tables),
             "suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics,
-                        "rows": [row_json(r, sparks.get(r.first.key), shards) for r in t.rows]} for t in tables],
+                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]} for t in tables],
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
         index_bytes += site.write_page(stage, title)
@@ -104,16 +104,27 @@ def _collect_samples(tables: list[SuiteTable], stage: Path) -> dict[tuple[str, s
 
 
 def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,
-                 n_boot: int) -> None:
+                 n_boot: int) -> set[str]:
+    """Write data/pairs/<row>.js for every row with samples; return the ids of those rows."""
+    written = set()
     for table in tables:
         columns: dict[str, dict[str, tuple[dict[str, float], bool]]] = {}
         for row in table.rows:
             for bench, cell in row.cells.items():
                 found = samples.get((cell.run.key, bench))
                 if found and found.values:
-                    columns.setdefault(bench, {})[row.id] = (found.values, found.binary)
-        for baseline, pairs in paired_comparisons(columns, n_boot):
-            site.write_data(stage, f"data/pairs/{baseline}.js", "pairs", baseline, pairs)
+                    # Items only pair up when the data file is the same: the sample id is namespaced by its hash.
+                    data = cell.run.record.benchmarks[bench].data_sha256[:16]
+                    values = {f"{data}:{sid}": v for sid, v in found.values.items()}
+                    columns.setdefault(bench, {})[row.id] = (values, found.binary)
+        if not columns:
+            continue
+        rows, stats = paired_tables(columns, n_boot)
+        for baseline in rows:
+            site.write_data(stage, f"data/pairs/{baseline}.js", "pairs", baseline,
+                            pairs_for_baseline(rows, stats, baseline))
+            written.add(baseline)
+    return written
 
 
 def _write_runs(runs: list[LoadedRun], samples: dict[tuple[str, str], CellSamples], stage: Path) -> dict[str, str]:

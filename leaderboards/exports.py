@@ -27,12 +27,15 @@ def cell_json(cell: Cell, shard: str | None) -> dict[str, Any]:
         "v": cell.value, "lo": cell.ci[0], "hi": cell.ci[1], "n": cell.n,
         "run": cell.run.key, "status": cell.run.record.status,
         "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12],
+        "verifier": f"{info.verifier} v{info.verifier_version}", "created": cell.run.record.created_at,
+        "commit": str(cell.run.record.environment.get("git_commit") or "?")[:12]
+        + (" (dirty)" if cell.run.record.environment.get("git_dirty") else ""),
         "flags": cell.flags, "samples": shard is not None, "others": cell.other_runs,
     }
 
 
-def row_json(row: Row, spark: str | None, shards: dict[tuple[str, str], str]) -> dict[str, Any]:
-    return {**row.summary(), "spark": spark, "mean": row.mean,
+def row_json(row: Row, spark: str | None, shards: dict[tuple[str, str], str], has_pairs: bool) -> dict[str, Any]:
+    return {**row.summary(), "spark": spark, "mean": row.mean, "pairs": has_pairs,
             "cells": {b: cell_json(c, shards.get((c.run.key, b))) for b, c in row.cells.items()}}
 
 

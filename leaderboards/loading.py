@@ -10,16 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from dare.harness.errors import InputError
 from dare.harness.records import RunRecord
+from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +109,14 @@ def _read_record(path: Path) -> RunRecord:
     if not isinstance(data, dict):
         raise _SkipRun(f"expected a JSON object, found {type(data).__name__}")
     try:
-        return RunRecord.model_validate(data)
+        record = RunRecord.model_validate(data)
     except ValidationError as exc:
         raise _SkipRun(describe_validation_error(exc)) from exc
+    for bench, metrics in record.metrics.items():
+        for name, metric in metrics.items():
+            if not all(math.isfinite(v) for v in (metric.value, *metric.ci)):
+                raise _SkipRun(f"metrics.{bench}.{name} is not a finite number")
+    return record
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:

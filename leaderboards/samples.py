@@ -9,6 +9,7 @@ one cell's samples on demand with a ``<script>`` tag (works from ``file://``); a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
@@ -37,7 +38,8 @@ class CellSamples:
 
 
 def shard_path(run: LoadedRun, benchmark: str) -> str:
-    return f"data/samples/{run.key}/{slug(benchmark)}.js"
+    # The hash keeps two names with the same slug ("GSM8K", "gsm8k") in separate files.
+    return f"data/samples/{run.key}/{slug(benchmark)}-{hashlib.sha256(benchmark.encode()).hexdigest()[:6]}.js"
 
 
 def register_call(kind: str, key: str) -> str:
@@ -52,6 +54,10 @@ def collect_run_samples(run: LoadedRun, fields: dict[str, str], site: Path) -> d
     benchmark -> :class:`CellSamples`; empty when the run has no samples file (a warning says so).
     """
     path = run.samples_file
+    if not path.resolve().is_relative_to(run.directory.resolve()):
+        log.warning("run %s names samples_path %s outside its directory; its samples are ignored",
+                    run.directory, run.record.samples_path)
+        return {}
     if not path.is_file():
         log.warning("run %s has no samples file %s; its cells get no sample viewer or paired statistics",
                     run.directory, path.name)

@@ -47,7 +47,7 @@ def write_data(site: Path, relative: str, kind: str, key: str, payload: Any) -> 
 
 def write_page(site: Path, title: str) -> int:
     """Copy the assets and write index.html; return the page's size in bytes."""
-    assets = resources.files("dare.leaderboards") / "assets"
+    assets = resources.files("dare.leaderboards.assets")
     (site / "assets").mkdir(parents=True, exist_ok=True)
     for entry in assets.iterdir():
         if entry.name.endswith((".js", ".css")):

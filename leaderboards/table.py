@@ -33,7 +33,7 @@ def primary_metric(names: list[str]) -> str:
         if name in names:
             return name
     pass_at = sorted(n for n in names if n.startswith("pass@"))
-    return pass_at[0] if pass_at else sorted(names)[0]
+    return pass_at[0] if pass_at else min(names)
 
 
 def sample_field(metric: str) -> str:

@@ -1,0 +1,251 @@
+/* The leaderboard table: suite tabs, filters, sorting, model grouping, baseline deltas, training curves. */
+"use strict";
+
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var el = DARE.el;
+  var FLAG_LABELS = { decoding: "≠ decoding", data: "≠ data", prompt: "≠ prompt", verifier: "≠ verifier",
+    batch: "batch", partial: "partial run", failed: "failed run", subset: "subset" };
+
+  function index() { return DARE.store.index.main; }
+
+  function currentSuite(state) {
+    var suites = index().suites;
+    return suites.filter(function (s) { return s.name === state.suite; })[0] || suites[0];
+  }
+
+  function fillSelect(select, values, chosen, label) {
+    select.replaceChildren(el("option", { value: "", text: "all " + label }));
+    values.forEach(function (v) { select.appendChild(el("option", { value: v, text: v, selected: v === chosen })); });
+    select.value = chosen;
+  }
+
+  function unique(rows, key) {
+    return Array.from(new Set(rows.map(function (r) { return r[key]; }))).sort();
+  }
+
+  function matches(row, state) {
+    if (state.family && row.family !== state.family) return false;
+    if (state.algorithm && row.algorithm !== state.algorithm) return false;
+    if (state.backend && row.backend_name !== state.backend) return false;
+    if (!state.q) return true;
+    var hay = [row.model, row.id, row.algorithm, row.backend, row.decoding, row.decoding_hash,
+      row.training_run || "", row.family].join(" ").toLowerCase();
+    return state.q.toLowerCase().split(/\s+/).every(function (word) { return hay.indexOf(word) >= 0; });
+  }
+
+  function sortValue(row, key) {
+    if (key === "mean") return row.mean ? row.mean.value : null;
+    if (key === "model" || key === "decoding" || key === "algorithm" || key === "backend") return row[key];
+    return row.cells[key] ? row.cells[key].v : null;
+  }
+
+  function ordered(rows, state) {
+    var sign = state.dir === "asc" ? 1 : -1;
+    var sorted = rows.slice().sort(function (a, b) {
+      var x = sortValue(a, state.sort), y = sortValue(b, state.sort);
+      if (x === null || x === undefined) return (y === null || y === undefined) ? 0 : 1;
+      if (y === null || y === undefined) return -1;
+      return (x < y ? -1 : x > y ? 1 : 0) * sign;
+    });
+    if (state.group !== "1") return sorted;
+    // Keep each model's decodings together, groups ordered by their best-placed row.
+    var groups = {}, order = [];
+    sorted.forEach(function (row) {
+      if (!groups[row.group]) { groups[row.group] = []; order.push(row.group); }
+      groups[row.group].push(row);
+    });
+    return [].concat.apply([], order.map(function (g) { return groups[g]; }));
+  }
+
+  function header(suite, state) {
+    var columns = [["", null], ["Model", "model"], ["Algorithm", "algorithm"], ["Backend", "backend"],
+      ["Decoding", "decoding"], ["Training", null]];
+    suite.benchmarks.forEach(function (b) { columns.push([b + " · " + suite.metrics[b], b]); });
+    columns.push(["Suite mean", "mean"]);
+    var tr = el("tr", {}, columns.map(function (col) {
+      if (!col[1]) return el("th", { text: col[0] });
+      var active = state.sort === col[1];
+      var arrow = active ? (state.dir === "asc" ? " ▲" : " ▼") : "";
+      return el("th", { class: "sortable" + (active ? " sorted" : ""), dataset: { sort: col[1] },
+        "aria-sort": active ? (state.dir === "asc" ? "ascending" : "descending") : "none",
+        onclick: function () {
+          DARE.setState({ sort: col[1], dir: active && state.dir === "desc" ? "asc" : "desc" });
+        } }, [el("button", { type: "button", class: "sort" }, [col[0] + arrow])]);
+    }));
+    return tr;
+  }
+
+  function flagBadges(flags) {
+    return flags.map(function (f) {
+      return el("span", { class: "flag " + f.severity, title: f.text, text: FLAG_LABELS[f.kind] || f.kind });
+    });
+  }
+
+  function valueCell(value, lo, hi, n) {
+    return [el("span", { class: "v", text: DARE.pct(value) }),
+      el("span", { class: "ci", text: lo === null || lo === undefined ? "" : "[" + DARE.pct(lo) + ", " + DARE.pct(hi) + "]" }),
+      el("span", { class: "n", text: "n=" + n })];
+  }
+
+  function deltaCell(stats, row, base, key) {
+    if (stats) {
+      // Pass/fail verdicts: the exact McNemar test decides; other scores: the bootstrap interval excludes 0.
+      var significant = stats[3] !== null ? stats[3] < 0.05 : (stats[1] > 0 || stats[2] < 0);
+      var p = stats[3] === null ? "" : "; McNemar p=" + (stats[3] < 1e-4 ? "<1e-4" : stats[3].toPrecision(2));
+      return { cls: "delta " + (significant ? (stats[0] > 0 ? "up sig" : "down sig") : "ns"),
+        title: "paired on " + stats[4] + " shared samples: Δ " + DARE.signed(stats[0]) + " points, bootstrap 95% CI [" +
+          DARE.signed(stats[1]) + ", " + DARE.signed(stats[2]) + "]" + p,
+        parts: [el("span", { class: "v", text: "Δ " + DARE.signed(stats[0]) + (significant ? " *" : "") }),
+          el("span", { class: "ci", text: "[" + DARE.signed(stats[1]) + ", " + DARE.signed(stats[2]) + "]" }),
+          el("span", { class: "n", text: stats[3] === null ? "paired n=" + stats[4] : "p=" + (stats[3] < 1e-4 ? "<1e-4" : stats[3].toPrecision(2)) })] };
+    }
+    var mine = key === "mean" ? (row.mean || {}).value : (row.cells[key] || {}).v;
+    var theirs = key === "mean" ? (base.mean || {}).value : (base.cells[key] || {}).v;
+    if (mine === null || mine === undefined || theirs === null || theirs === undefined) return null;
+    return { cls: "delta unpaired", title: "no shared samples with the baseline: unpaired difference, no test",
+      parts: [el("span", { class: "v", text: "Δ " + DARE.signed(mine - theirs) }), el("span", { class: "n", text: "unpaired" })] };
+  }
+
+  function benchCell(row, bench, ctx) {
+    var cell = row.cells[bench];
+    if (!cell) return el("td", { class: "missing", text: "—", title: "no run of this row covers " + bench });
+    var content = valueCell(cell.v, cell.lo, cell.hi, cell.n), cls = "cell", title = "";
+    if (ctx.base && ctx.base.id !== row.id) {
+      var d = deltaCell(((ctx.pairs || {})[row.id] || {})[bench], row, ctx.base, bench);
+      if (d) { content = d.parts; cls += " " + d.cls; title = d.title + "\n"; }
+    }
+    var major = cell.flags.some(function (f) { return f.severity === "major"; });
+    title += DARE.pct(cell.v) + " [" + DARE.pct(cell.lo) + ", " + DARE.pct(cell.hi) + "] (bootstrap 95% CI) n=" + cell.n +
+      "\nrun " + cell.run + " (" + cell.status + ", " + cell.created + "), commit " + cell.commit +
+      "\ndecoding " + cell.dh + ", data " + cell.data + ", verifier " + cell.verifier +
+      cell.flags.map(function (f) { return "\n⚠ " + f.text; }).join("");
+    return el("td", { class: cls + (major ? " noncomparable" : ""), title: title, dataset: { bench: bench } }, [
+      el("button", { class: "open", type: "button", onclick: function () { DARE.setState({ run: cell.run, bench: bench, vf: "all", vq: "", vp: "0" }); } },
+        content.concat(flagBadges(cell.flags)))]);
+  }
+
+  function meanCell(row, ctx) {
+    var mean = row.mean || {};
+    if (mean.value === null || mean.value === undefined) {
+      return el("td", { class: "missing partial", title: "missing " + (mean.missing || []).join(", ") + ": not averaged" },
+        [el("span", { class: "flag major", text: "partial" })]);
+    }
+    var content = valueCell(mean.value, mean.ci[0], mean.ci[1], mean.n), cls = "mean";
+    var title = "macro mean over the suite's benchmarks; CI from the per-benchmark intervals (normal approximation)";
+    if (ctx.base && ctx.base.id !== row.id) {
+      var d = deltaCell(((ctx.pairs || {})[row.id] || {})._mean, row, ctx.base, "mean");
+      if (d) { content = d.parts; cls += " " + d.cls; title = d.title; }
+    }
+    return el("td", { class: cls, title: title }, content);
+  }
+
+  function trainingCell(row, rowsById) {
+    if (row.algorithm === "base") return el("td", { class: "training" });
+    var base = rowsById[row.base_row];
+    return el("td", { class: "training" }, [
+      row.spark ? DARE.svg(row.spark, "spark-holder") : null,
+      el("div", { class: "small", text: row.algorithm + (row.training_step !== null ? " @ step " + row.training_step : "") }),
+      base ? el("a", { href: "#", class: "base-link", title: "show the base model's row", onclick: function (e) {
+        e.preventDefault(); highlight(base.id); } }, ["base: " + base.model]) : el("div", { class: "small", text: "base: " + (row.base_model || "?") }),
+      base ? el("button", { type: "button", class: "vs-base", onclick: function () { DARE.setState({ baseline: base.id }); } }, ["Δ vs base"]) : null]);
+  }
+
+  function highlight(rowId) {
+    var tr = document.querySelector('tr[data-row="' + rowId + '"]');
+    if (!tr) { DARE.setState({ q: "", family: "", algorithm: "", backend: "" }); return; }
+    tr.scrollIntoView({ block: "center" });
+    tr.classList.add("flash");
+    setTimeout(function () { tr.classList.remove("flash"); }, 1500);
+  }
+
+  function render(state, suite, pairs) {
+    var rowsById = {};
+    suite.rows.forEach(function (r) { rowsById[r.id] = r; });
+    var base = rowsById[state.baseline] || null;
+    var ctx = { base: base, pairs: pairs };
+    var rows = ordered(suite.rows.filter(function (r) { return matches(r, state); }), state);
+    var table = $("table");
+    table.tHead.replaceChildren(header(suite, state));
+    var seen = {}, groupSize = {};
+    suite.rows.forEach(function (r) { groupSize[r.group] = (groupSize[r.group] || 0) + 1; });
+    table.tBodies[0].replaceChildren.apply(table.tBodies[0], rows.map(function (row) {
+      var sizes = groupSize[row.group];
+      var continued = state.group === "1" && seen[row.group];
+      seen[row.group] = true;
+      var cls = (base && base.id === row.id ? "baseline " : "") + (continued ? "group-cont" : "");
+      var cells = [
+        el("td", {}, [el("input", { type: "radio", name: "baseline-pick", title: "use as baseline", checked: base && base.id === row.id,
+          onchange: function () { DARE.setState({ baseline: row.id }); } })]),
+        el("td", { class: "model", title: row.id + "\nfingerprint " + row.fingerprint }, [
+          el("span", { class: "name", text: (continued ? "↳ " : "") + row.model }),
+          sizes > 1 && !continued && state.group === "1" ? el("span", { class: "tag", text: sizes + " decodings" }) : null,
+          base && base.id === row.id ? el("span", { class: "tag base", text: "baseline" }) : null,
+          row.git_dirty ? el("span", { class: "tag dirty", text: "dirty", title: "built from a git tree with uncommitted changes" }) : null]),
+        el("td", { text: row.algorithm }),
+        el("td", { text: row.backend }),
+        el("td", { class: "decoding", title: "DecodingConfig hash " + row.decoding_hash }, [row.decoding,
+          el("div", { class: "hash", text: row.decoding_hash })]),
+        trainingCell(row, rowsById)];
+      suite.benchmarks.forEach(function (b) { cells.push(benchCell(row, b, ctx)); });
+      cells.push(meanCell(row, ctx));
+      return el("tr", { class: cls, dataset: { row: row.id, group: row.group } }, cells);
+    }));
+    $("empty").hidden = rows.length > 0;
+    $("legend").textContent = base
+      ? "Δ = row minus baseline “" + base.model + "” in points, paired on shared samples, [bootstrap 95% CI]; * = significant at 5% (exact McNemar test for pass/fail verdicts, else the CI excludes 0)."
+      : "Cells: value in %, [bootstrap 95% CI], n. Hatched cells are not comparable with their column (hover for the difference). Click a cell for its run and samples.";
+  }
+
+  DARE.views.board = function (state) {
+    var data = index(), suite = currentSuite(state);
+    document.title = data.title;
+    $("suites").replaceChildren.apply($("suites"), data.suites.map(function (s) {
+      return el("button", { type: "button", class: s.name === suite.name ? "active" : "", dataset: { suite: s.name },
+        onclick: function () { DARE.setState({ suite: s.name, sort: "mean", baseline: "" }); } }, [s.name + " (" + s.rows.length + ")"]);
+    }));
+    fillSelect($("f-family"), unique(suite.rows, "family"), state.family, "families");
+    fillSelect($("f-algorithm"), unique(suite.rows, "algorithm"), state.algorithm, "algorithms");
+    fillSelect($("f-backend"), unique(suite.rows, "backend_name"), state.backend, "backends");
+    // "" = the build's --baseline default for this suite; "none" = explicitly no baseline.
+    if (!state.baseline) state.baseline = data.baseline[suite.name] || "none";
+    $("baseline").replaceChildren(el("option", { value: "none", text: "none" }));
+    suite.rows.forEach(function (r) {
+      $("baseline").appendChild(el("option", { value: r.id, text: r.model + " · " + r.decoding_hash.slice(0, 8) + (r.algorithm !== "base" ? " · " + r.algorithm : "") }));
+    });
+    $("baseline").value = state.baseline;
+    if ($("q").value !== state.q) $("q").value = state.q;
+    $("group").checked = state.group === "1";
+    $("exports").replaceChildren(el("a", { href: data.exports.csv, download: "" }, ["CSV"]), " ",
+      el("a", { href: data.exports.json, download: "" }, ["JSON"]));
+    $("footer").textContent = "Built " + data.generated_at + " by dare-leaderboard. Offline: no request leaves this page.";
+    renderSkipped(data.skipped);
+    render(state, suite, null);
+    var base = suite.rows.filter(function (r) { return r.id === state.baseline; })[0];
+    if (!base || !base.pairs) return;
+    var hash = location.hash;
+    DARE.load("pairs", base.id, "data/pairs/" + base.id + ".js").then(function (pairs) {
+      if (location.hash === hash) render(state, suite, pairs);  // a newer view may have replaced this one
+    });
+  };
+
+  function renderSkipped(skipped) {
+    var box = $("skipped");
+    box.hidden = !skipped.length;
+    box.replaceChildren(el("details", {}, [el("summary", { text: skipped.length + " run record(s) skipped" })].concat(
+      skipped.map(function (s) { return el("div", { class: "skip", text: s.path + ": " + s.reason }); }))));
+  }
+
+  function bindControls() {
+    var typing = null;  // re-render once typing pauses, not on every key (500 rows take a moment)
+    $("q").addEventListener("input", function (e) {
+      clearTimeout(typing);
+      typing = setTimeout(function () { DARE.setState({ q: e.target.value }); }, 150);
+    });
+    [["f-family", "family"], ["f-algorithm", "algorithm"], ["f-backend", "backend"], ["baseline", "baseline"]].forEach(function (pair) {
+      $(pair[0]).addEventListener("change", function (e) { var c = {}; c[pair[1]] = e.target.value; DARE.setState(c); });
+    });
+    $("group").addEventListener("change", function (e) { DARE.setState({ group: e.target.checked ? "1" : "0" }); });
+  }
+  document.addEventListener("DOMContentLoaded", bindControls);
+})();
