@@ -7,13 +7,16 @@ stdout as one JSON line per record; fd 1 and 2 both point at the capped stderr p
 candidate prints is only diagnostics. The child never receives expected outputs: it cannot know whether
 it passed, and anything it forges on the result channel is merely its own output, judged by the parent.
 
-argv: child_runner.py UID AS_BYTES CPU_SECONDS NPROC FSIZE_BYTES NOFILE EXTRA_SYS_PATH (UID -1: keep).
+argv: child_runner.py UID AS_BYTES CPU_SECONDS NPROC FSIZE_BYTES NOFILE EXTRA_SYS_PATH [serve STATUS_FD]
+(UID -1: keep; a negative limit: leave unset). With ``serve`` it is a warm server (see ``serve``) that
+forks one clean process per job; otherwise it runs the single job read from stdin and exits.
 Modes: ``call`` (run the program, call the entry point on each input), ``record`` (run a trusted
 reference program plus the rewritten assert tests, recording every call of the tested function), ``judge``
 (run the rewritten tests with the candidate's outputs replayed in place of the calls: no candidate code).
 """
 
 import json
+import math
 import os
 import resource
 import signal
@@ -32,10 +35,14 @@ def harden(argv):
         os.setresuid(uid, uid, uid)  # clears every capability: no way back to root
     limits = [(resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_NPROC, nproc),
               (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)]
+    if len(argv) > 9:  # a warm server lives long: its forks get the CPU limit, not the server itself
+        limits = [(w, v) for w, v in limits if w != resource.RLIMIT_CPU]
     for which, value in limits:
         if value >= 0:
             resource.setrlimit(which, (value, value))
-    os.closerange(3, 4096)
+    keep = int(argv[9]) if len(argv) > 9 else 4096  # the warm server's private status pipe
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 4096)
     if argv[7]:
         sys.path.append(argv[7])
 
@@ -57,7 +64,7 @@ def enc(x, depth=0):
     if x is None or t is bool or t is str or t is int:
         return x
     if t is float:
-        return x if x == x and x not in (float("inf"), float("-inf")) else {"f": float.__repr__(x)}
+        return x if math.isfinite(x) else {"f": float.__repr__(x)}
     if t is list:
         return [enc(v, depth + 1) for v in x]
     if t is tuple:
@@ -149,6 +156,8 @@ def run_calls(job, channel):
     signal.setitimer(signal.ITIMER_REAL, job["load_limit"])
     try:
         namespace = load_program(job["program"], "<program>")
+        if job.get("setup"):  # trusted set-up code that builds object inputs (no asserts, no expected values)
+            exec(compile(job["setup"], "<setup>", "exec"), namespace)
         fn = namespace[job["entry_point"]]
         signal.setitimer(signal.ITIMER_REAL, 0)
     except Timeout:
@@ -159,8 +168,8 @@ def run_calls(job, channel):
         return
     channel.send({"ready": True})
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
-        args, kwargs = dec(call)
         try:
+            args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
             value, elapsed = timed_call(fn, args, kwargs, limit)
             channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
         except Timeout:
@@ -226,20 +235,106 @@ def replayer(job, channel):
     return factory
 
 
+def run_job(job, channel):
+    if job["mode"] == "call":
+        run_calls(job, channel)
+    else:
+        run_tests(job, channel, recorder(job, channel) if job["mode"] == "record" else replayer(job, channel))
+
+
 def main():
     harden(sys.argv)
     signal.signal(signal.SIGALRM, _alarm)
+    if len(sys.argv) > 9:
+        serve(int(sys.argv[9]))
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     channel = Channel(os.dup(1))
     os.dup2(2, 1)  # candidate prints land in the capped stderr pipe, never on the result channel
-    mode = job["mode"]
-    if mode == "call":
-        run_calls(job, channel)
-    else:
-        run_tests(job, channel, recorder(job, channel) if mode == "record" else replayer(job, channel))
+    run_job(job, channel)
     sys.stdout.flush()
+    os._exit(0)
+
+
+# ---- warm server: one per worker slot; a fresh fork of this clean process per job ----
+
+def _undumpable():
+    # Same-uid candidates may then neither ptrace this server nor open its /proc/<pid>/fd or mem.
+    import ctypes
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+        raise OSError("prctl(PR_SET_DUMPABLE) failed")
+
+
+def _kill_leftovers():
+    """Kill every other process this uid owns in the sandbox (what a job left behind), then wipe /tmp."""
+    for _ in range(1000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.001)
+    for root in ("/tmp", "/dev/shm"):
+        try:
+            entries = list(os.scandir(root))
+        except OSError:
+            continue
+        for entry in entries:
+            _remove(entry.path)
+
+
+def _remove(path):
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            for entry in os.scandir(path):
+                _remove(entry.path)
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _fork():
+    # Processes of a killed predecessor sandbox (same slot uid) may count against RLIMIT_NPROC briefly.
+    for _ in range(400):
+        try:
+            return os.fork()
+        except BlockingIOError:
+            time.sleep(0.005)
+    return os.fork()
+
+
+def serve(status_fd):
+    """Jobs arrive one JSON line each on stdin; the end of each is reported on ``status_fd`` only,
+    a pipe no job process holds, so a job cannot fake its own end nor reach the next job."""
+    _undumpable()
+    status = Channel(status_fd)
+    results = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    jobs = os.fdopen(os.dup(0), "rb")
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    import random  # warm the modules jobs use
+    for line in jobs:
+        job = json.loads(line)
+        pid = _fork()
+        if pid == 0:
+            os.close(status_fd)
+            jobs.close()
+            if int(sys.argv[3]) >= 0:
+                resource.setrlimit(resource.RLIMIT_CPU, (int(sys.argv[3]), int(sys.argv[3])))
+            random.seed()
+            run_job(job, Channel(results))
+            os._exit(0)
+        _, code = os.waitpid(pid, 0)
+        _kill_leftovers()
+        status.send({"end": job["id"], "status": code})
     os._exit(0)
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -64,6 +65,12 @@ class Isolation:
     python: str
     python_prefix: str
     numpy_dirs: tuple[str, ...]
+    host_python: str = ""  # interpreter for the unshare/none backends: one the dropped uid can reach
+    host_uid_drop: bool = False
+
+    @property
+    def uid_dropped(self) -> bool:
+        return self.drop_uid if self.backend == "bwrap" else self.host_uid_drop
 
     def describe(self, limits: Limits, workers: int, unsafe: bool) -> dict:
         layers = {
@@ -73,14 +80,17 @@ class Isolation:
             "unshare": ["unshare: net/pid/ipc/uts/mount namespaces", "cleared environment", "host filesystem visible"],
             "none": ["no namespaces", "cleared environment"],
         }[self.backend]
-        if self.drop_uid:
+        if self.uid_dropped:
             layers.append(f"dropped uid {self.uid_base}..{self.uid_base + workers - 1} (one per worker slot)")
-        layers.append("rlimits: AS {} MiB, CPU {} s, NPROC {}, FSIZE {} MiB, NOFILE {}, CORE 0".format(
-            limits.address_space >> 20, limits.cpu_seconds, limits.processes, limits.file_size >> 20, limits.open_files))
+        elif os.geteuid() == 0:
+            layers.append("NO uid drop: the interpreter is not reachable by an unprivileged uid")
+        layers.append(f"rlimits: AS {limits.address_space >> 20} MiB, CPU {limits.cpu_seconds} s, NPROC "
+                      f"{limits.processes}, FSIZE {limits.file_size >> 20} MiB, NOFILE {limits.open_files}, CORE 0")
         layers += ["parent wall-clock deadline kills the process group", "stdout/stderr byte caps",
                    "comparison in the trusted parent on decoded plain data"]
-        return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.drop_uid,
-                "workers": workers, "python": self.python, "numpy": bool(self.numpy_dirs), "layers": layers}
+        return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.uid_dropped,
+                "workers": workers,
+                "python": self.python if self.backend == "bwrap" else (self.host_python or self.python), "numpy": bool(self.numpy_dirs), "layers": layers}
 
 
 def _bwrap_version() -> str | None:
@@ -88,7 +98,7 @@ def _bwrap_version() -> str | None:
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return out.split()[-1] if out.strip() else "unknown"
@@ -96,7 +106,7 @@ def _bwrap_version() -> str | None:
 
 def _probe(argv: list[str]) -> bool:
     try:
-        return subprocess.run(argv, capture_output=True, timeout=20).returncode == 0
+        return subprocess.run(argv, capture_output=True, timeout=20, check=False).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -120,16 +130,31 @@ def numpy_dirs() -> tuple[str, ...]:
     return tuple(str(p) for p in (root, root.parent / "numpy.libs") if p.is_dir())
 
 
+def _reachable(path: str) -> bool:
+    """Whether any user may traverse to ``path`` (every ancestor directory has o+x)."""
+    return all(os.stat(a).st_mode & stat.S_IXOTH for a in ["/", *_ancestors(path)] if os.path.exists(a))
+
+
+def host_python(python: str) -> str:
+    """Outside bwrap the child sees the host tree; a dropped uid needs an interpreter it can reach."""
+    if _reachable(python):
+        return python
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    return system if os.path.exists(system) and _reachable(system) else python
+
+
 @functools.cache
 def detect(uid_base: int = 61000) -> Isolation:
     python, prefix = base_python()
     is_root = os.geteuid() == 0
     version = _bwrap_version()
     backend = "none"
-    candidate = Isolation("bwrap", version, is_root, uid_base, python, prefix, numpy_dirs())
+    outside = host_python(python)
+    candidate = Isolation("bwrap", version, is_root, uid_base, python, prefix, numpy_dirs(), outside,
+                          is_root and _reachable(outside))
     if version and _probe(bwrap_argv(candidate, Limits(), slot=0) + ["-c", "pass"]):
         backend = "bwrap"
-    elif shutil.which("unshare") and _probe(unshare_prefix(is_root) + [python, "-S", "-c", "pass"]):
+    elif shutil.which("unshare") and _probe(unshare_prefix(is_root) + [outside, "-S", "-c", "pass"]):
         backend = "unshare"
     return dataclasses.replace(candidate, backend=backend)
 
@@ -155,7 +180,9 @@ def bwrap_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
             argv += ["--perms", "0755", "--dir", ancestor]
     if not iso.python_prefix.startswith("/usr/"):
         argv += ["--ro-bind", iso.python_prefix, iso.python_prefix]
-    argv += ["--perms", "0755", "--dir", "/opt/dare", "--ro-bind", str(RUNNER), SANDBOX_RUNNER]
+    for folder in ("/opt", "/opt/dare", SANDBOX_SITE):
+        argv += ["--perms", "0755", "--dir", folder]
+    argv += ["--ro-bind", str(RUNNER), SANDBOX_RUNNER]
     for path in iso.numpy_dirs:
         argv += ["--ro-bind", path, f"{SANDBOX_SITE}/{Path(path).name}"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_size),
@@ -170,12 +197,12 @@ def unshare_prefix(is_root: bool) -> list[str]:
 
 def child_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
     """The full command line of one sandboxed child for worker ``slot``."""
-    uid = iso.uid_base + slot if iso.drop_uid else -1
+    uid = iso.uid_base + slot if iso.uid_dropped else -1
     if iso.backend == "bwrap":
         head, runner, site = bwrap_argv(iso, limits, slot), SANDBOX_RUNNER, SANDBOX_SITE if iso.numpy_dirs else ""
     else:
-        prefix = unshare_prefix(iso.drop_uid) if iso.backend == "unshare" else []
-        head, runner = [*prefix, iso.python, "-S", "-s", "-B"], str(RUNNER)
-        site = str(Path(iso.numpy_dirs[0]).parent) if iso.numpy_dirs else ""
+        prefix = unshare_prefix(os.geteuid() == 0) if iso.backend == "unshare" else []
+        head, runner = [*prefix, iso.host_python or iso.python, "-S", "-s", "-B"], str(RUNNER)
+        site = str(Path(iso.numpy_dirs[0]).parent) if iso.numpy_dirs and iso.host_python == iso.python else ""
     return [*head, runner, str(uid), str(limits.address_space), str(limits.cpu_seconds), str(limits.processes),
             str(limits.file_size), str(limits.open_files), site]

@@ -77,7 +77,7 @@ def run_child(argv: list[str], job: bytes, deadline_s: float, on_line: Callable[
     sel.register(proc.stderr, selectors.EVENT_READ)
     pending, timed_out = memoryview(job), False
     try:
-        while len(sel.get_map()) > (0 if pending else 0):
+        while sel.get_map():
             remaining = start + deadline_s - time.monotonic()
             if remaining <= 0:
                 timed_out = True

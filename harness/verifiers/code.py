@@ -1,0 +1,144 @@
+"""The code verifier (HumanEval, HumanEval+, MBPP, MBPP+): runs completions in the sandbox, decides in the parent.
+
+The candidate's program runs in an isolated child that only receives the test inputs and only emits
+its outputs as plain data; this parent compares them with expected outputs taken from a trusted test
+plan (``dare.harness.sandbox.plans``), so nothing the candidate does inside can reach the verdict.
+Tests whose asserts are not plain comparisons are re-run in a separate judge process that replays the
+candidate's outputs: no assert ever runs in the candidate's interpreter.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from ..records import Sample, Verdict
+from ..sandbox.codec import CodecError, encode
+from ..sandbox.datasets import DATASETS
+from ..sandbox.isolation import Limits
+from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, plan_key
+from ..sandbox.pool import Sandbox
+from ..sandbox.programs import build_program
+from ..sandbox.verdicts import Outcome, judge_outputs, outcome_from_run
+from .base import Verifier
+
+log = logging.getLogger(__name__)
+
+
+class CodeVerifier(Verifier):
+    """``CodeVerifier(dataset="humaneval")``; options: ``unsafe_local_exec``, ``workers``, ``min_time_limit``
+    (s, floor per test), ``time_limit_factor`` (× the reference's time), ``sample_time_limit`` (s, cap on the
+    tests of one sample), ``load_time_limit`` (s, to import the program), ``memory_mb`` (address space per
+    child), ``cache_dir``, ``uid_base`` (first of the per-slot uids when root), ``fresh_sandbox_per_sample``
+    (start a new bwrap sandbox for every sample instead of forking from a warm one: slower, stricter)."""
+
+    name = "code"
+    version = "1"
+
+    def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
+                 min_time_limit: float = 1.0, time_limit_factor: float = 4.0, sample_time_limit: float = 60.0,
+                 load_time_limit: float = 5.0, memory_mb: int = 2048, cache_dir: str | Path | None = None,
+                 uid_base: int = 61000, fresh_sandbox_per_sample: bool = False, **options: Any):
+        super().__init__(dataset=dataset, unsafe_local_exec=unsafe_local_exec, workers=workers, **options)
+        if dataset not in DATASETS:
+            raise ConfigError(f"code verifier: unknown dataset {dataset!r}; use one of {', '.join(sorted(DATASETS))}")
+        self.dataset = DATASETS[dataset]
+        self.min_time_limit, self.time_limit_factor = float(min_time_limit), float(time_limit_factor)
+        self.sample_time_limit, self.load_time_limit = float(sample_time_limit), float(load_time_limit)
+        self.cache = PlanCache(Path(cache_dir) / "code-plans" if cache_dir else default_cache_dir())
+        limits = Limits(address_space=int(memory_mb) << 20)
+        self.sandbox = Sandbox(workers, limits, unsafe_local_exec=unsafe_local_exec, uid_base=uid_base,
+                               warm=not fresh_sandbox_per_sample)
+        self._plans: dict[str, TestPlan] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # ------------------------------------------------------------------ plans
+
+    def plan_for(self, sample: Sample) -> TestPlan:
+        """The trusted test plan of ``sample`` (memory, then disk cache, then built in the sandbox)."""
+        key = plan_key(self.dataset.name, sample.model_dump(mode="json"))
+        with self._guard:
+            if key in self._plans:
+                return self._plans[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._plans:
+                plan = self.cache.get(key)
+                if plan is None:
+                    plan = self.dataset.build_plan(sample, self.sandbox)
+                    if not plan.golden["passed"]:
+                        log.warning("%s %s: %s", self.dataset.name, sample.id, plan.golden["reason"])
+                    self.cache.put(key, plan)
+                self._plans[key] = plan
+        return self._plans[key]
+
+    def time_limits(self, plan: TestPlan) -> list[float]:
+        return [max(self.min_time_limit, self.time_limit_factor * t if t else 0.0) for t in plan.ref_times]
+
+    # ------------------------------------------------------------------ verification
+
+    def verify(self, sample: Sample, completion: str) -> Verdict:
+        prefix = sample.prompt if self.dataset.continues_prompt else None
+        program = build_program(prefix, completion, sample.metadata["entry_point"], self.dataset.strip_markers)
+        try:
+            plan = self.plan_for(sample)
+            if not plan.calls:
+                raise ValueError(f"task {sample.id} has no usable tests ({plan.golden['reason']})")
+            outcome = self._run(plan, program)
+        except (OSError, CodecError, KeyError, ValueError) as exc:  # our side failed: never the model's fault
+            log.exception("code verifier infrastructure error on %s", sample.id)
+            return Verdict(status="error", answer=program, details={"error": f"{type(exc).__name__}: {exc}"[:300]})
+        details = outcome.details()
+        if not plan.golden["passed"]:
+            details["reference_failed"] = plan.golden["reason"]
+        return Verdict(score=1.0 if outcome.passed else 0.0, passed=outcome.passed, answer=program, details=details)
+
+    def _run(self, plan: TestPlan, program: str) -> Outcome:
+        limits = self.time_limits(plan)
+        job = {"mode": "call", "program": program, "entry_point": plan.entry_point, "inputs": plan.calls,
+               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup}
+        deadline = job["load_limit"] + min(self.sample_time_limit, sum(limits)) + 3.0
+        outcome = Outcome(plan)
+        run = self.sandbox.run_job(job, deadline, outcome.accept)
+        outcome_from_run(outcome, run)
+        if outcome.passed and plan.judge is not None:
+            self._judge(plan, outcome)
+        return outcome
+
+    def _judge(self, plan: TestPlan, outcome: Outcome) -> None:
+        replay = [{"args": call, **({"ok": encode(out)} if ok else {"err": out})}
+                  for call, (ok, out) in zip(plan.calls, outcome.outputs)]
+        job = {"mode": "judge", "program": plan.judge["program"], "entry_point": plan.entry_point,
+               "test": plan.judge["test"], "test_limit": 30.0, "seed": 0, "outputs": replay}
+        judge_outputs(outcome, self.sandbox.run_job(job, 40.0))
+
+    def verify_batch(self, items: Sequence[tuple[Sample, str]]) -> list[Verdict]:
+        unique = list({s.id: s for s, _ in items}.values())
+        self.sandbox.map(self._plan_or_none, unique)  # plans first, in parallel, so candidates never wait in line
+        return self.sandbox.map(lambda item: self.verify(*item), items)
+
+    def _plan_or_none(self, sample: Sample) -> TestPlan | None:
+        try:
+            return self.plan_for(sample)
+        except (OSError, CodecError, KeyError, ValueError):
+            log.exception("could not build the test plan of %s", sample.id)
+            return None
+
+    # ------------------------------------------------------------------ contract
+
+    def gold_completion(self, sample: Sample) -> str | None:
+        return self.dataset.gold(sample)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.sandbox.describe(), "dataset": self.dataset.name, "verifier_version": self.version,
+                "time_limits": {"min_per_test_s": self.min_time_limit, "factor_of_reference": self.time_limit_factor,
+                                "per_sample_cap_s": self.sample_time_limit}}
+
+    def close(self) -> None:
+        self.sandbox.close()
+

@@ -1,0 +1,87 @@
+"""The strict codec (child encoder vs parent decoder) and the parent-side oracles."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from dare.harness.sandbox import child_runner
+from dare.harness.sandbox.codec import CodecError, Opaque, decode, dumps, encode, loads
+from dare.harness.sandbox.compare import ORACLES, close
+
+VALUES = [None, True, False, 0, -7, 10 ** 40, 1.5, -0.0, float("inf"), "", "héllo\n", [1, [2, [3]]], (1, "a", (2.5,)),
+          {"k": (1, 2), 3: [None]}, {1, 2, 3}, frozenset({"x"}), b"\x00\xff", complex(1.5, -2.0), [(), [], {}]]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_child_encoding_round_trips_through_the_parent_decoder(value):
+    wire = json.loads(json.dumps(child_runner.enc(value), allow_nan=False))
+    decoded = decode(wire)
+    assert decoded == value and type(decoded) is type(value)
+    assert decode(loads(dumps(encode(value)))) == value
+    assert child_runner.dec(encode(value)) == value
+
+
+def test_nan_round_trips_as_nan():
+    wire = child_runner.enc(float("nan"))
+    assert wire == {"f": "nan"} and math.isnan(decode(wire))
+
+
+def test_subclasses_and_numpy_reduce_to_plain_values():
+    np = pytest.importorskip("numpy")
+
+    class Sneaky(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    class Loud(list):
+        pass
+
+    assert decode(child_runner.enc(Sneaky(3))) == 3
+    assert type(decode(child_runner.enc(Loud([1, 2])))) is list
+    assert decode(child_runner.enc(np.array([[1, 2], [3, 4]]))) == [[1, 2], [3, 4]]
+    assert type(decode(child_runner.enc(np.float64(2.5)))) is float
+    assert isinstance(decode(child_runner.enc(object())), Opaque)
+
+
+@pytest.mark.parametrize("text", [
+    '{"t": [1], "s": [2]}',          # two tags
+    '{"q": 1}',                      # unknown tag
+    'NaN', '[Infinity]',             # bare non-finite literals
+    '{"s": [[1, 2]]}',               # unhashable set member
+    '{"d": [[[1], 2]]}',             # unhashable key
+    '{"d": [[1]]}',                  # malformed pair
+    '{"c": ["a", 1.0]}',             # complex with non-float part
+    '{"t": 5}',                      # body not a list
+    '[' * 5000 + ']' * 5000,         # too deep
+])
+def test_decoder_rejects_malformed_data(text):
+    with pytest.raises(CodecError):
+        decode(loads(text))
+
+
+def test_opaque_equals_nothing():
+    a, b = Opaque("Always"), Opaque("Always")
+    assert a != b and a != a and not bool(a)
+    assert not ORACLES["eq"]([a], [a], 0) and not ORACLES["truthy"](a, None, 0)
+
+
+def test_close_follows_evalplus_tolerance_rules():
+    assert close(0.1 + 0.2, 0.3, 0)            # float expected: atol 1e-6 implied
+    assert not close(1.1, 1.0, 0)
+    assert close([1.0, 2.0000001], [1.0, 2.0], 1e-4)
+    assert not close([1.0], [1.0, 2.0], 1e-4)
+    assert not close("1.0", 1.0, 1e-4)
+    assert close(1, 1.0, 0) and close(True, 1, 0)   # Python equality, as the original asserts
+    assert not close(float("nan"), float("nan"), 1e-3)
+    assert not close((1, 2), [1, 2], 0)
+
+
+def test_special_oracles():
+    assert ORACLES["set_eq"]([3, 1, 2], [1, 2, 3], 0) and not ORACLES["set_eq"]([1, 2], [1, 2, 3], 0)
+    assert ORACLES["not_none"](Opaque("Match"), Opaque("Match"), 0) and not ORACLES["not_none"](None, Opaque("Match"), 0)
+    assert ORACLES["falsy"](0, None, 0) and not ORACLES["falsy"](Opaque("x"), None, 0)
