@@ -21,7 +21,9 @@ class Canvas:
     """Left-padded prompts followed by G mask tokens and ``tail`` spare slots.
 
     tokens (B, L) long; valid (B, L) bool (real prompt or generated slot); positions (B, L) long
-    (0 at each row's first real token); gen_start = W (the shared prompt width); prompt_len (B,).
+    (0 at each row's first real token, so a row's RoPE positions do not depend on its padding; LLaDA's
+    reference counts pads too, which only shifts all positions by a constant: the same attention scores);
+    gen_start = W (the shared prompt width); prompt_len (B,).
     """
 
     tokens: torch.Tensor
@@ -87,7 +89,7 @@ def quota_schedule(masked: torch.Tensor, steps: int) -> torch.Tensor:
 
 def row_noise(gens: list[torch.Generator], shape: tuple[int, ...], device) -> torch.Tensor:
     """Uniform (0, 1) float64 noise of ``shape`` per row: (B, *shape), row r from ``gens[r]``."""
-    noise = torch.stack([torch.rand(shape, generator=g, dtype=torch.float64) for g in gens])
+    noise = torch.stack([torch.rand(shape, generator=g, dtype=torch.float64, device=g.device) for g in gens])
     return noise.clamp_(min=1e-12, max=1 - 1e-12).to(device)
 
 
@@ -131,7 +133,8 @@ def top_count(conf: torch.Tensor, candidates: torch.Tensor, count: torch.Tensor)
     """Per row, the ``count[r]`` most confident candidates: conf/candidates (B, K), count (B,) -> bool (B, K)."""
     conf = conf.masked_fill(~candidates, float("-inf"))
     order = conf.argsort(dim=-1, descending=True, stable=True)
-    ranks = torch.empty_like(order).scatter_(-1, order, torch.arange(conf.shape[-1], device=conf.device).expand_as(order))
+    arange = torch.arange(conf.shape[-1], device=conf.device).expand_as(order)
+    ranks = torch.empty_like(order).scatter_(-1, order, arange)
     return (ranks < count[:, None]) & candidates
 
 

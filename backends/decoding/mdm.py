@@ -16,22 +16,21 @@ from dare.harness.records import DecodingConfig
 from .common import Canvas, DecodeResult, option, quota_schedule, steps_per_block
 
 
-def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig) -> tuple[torch.Tensor, int]:
-    """Logits (B, L, V) for canvas tokens x, with classifier-free guidance when cfg_scale > 0; returns NFE."""
+def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig, lo: int, hi: int):
+    """Logits (B, hi - lo, V) predicting canvas positions lo..hi-1 (Dream: read one position earlier),
+    with classifier-free guidance when cfg_scale > 0; also returns the NFE spent."""
     key_mask = canvas.valid[:, None, None, :]
+    shift = 1 if model.arch.shift_logits else 0  # Dream: token i is predicted by the output at i - 1
+    window = (lo - shift, hi - shift)
     if cfg.cfg_scale > 0:
         prompt = canvas.valid.clone()
         prompt[:, canvas.gen_start:] = False
         uncond = x.masked_fill(prompt, model.mask_id)
-        both = model.net(torch.cat([x, uncond]), canvas.positions.repeat(2, 1), key_mask.repeat(2, 1, 1, 1))
+        both = model.net(torch.cat([x, uncond]), canvas.positions.repeat(2, 1), key_mask.repeat(2, 1, 1, 1),
+                         logits_range=window)
         cond, unc = both.chunk(2)
-        logits = unc + (cfg.cfg_scale + 1) * (cond - unc)
-        nfe = 2
-    else:
-        logits, nfe = model.net(x, canvas.positions, key_mask), 1
-    if model.arch.shift_logits:
-        logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
-    return logits, nfe
+        return unc + (cfg.cfg_scale + 1) * (cond - unc), 2
+    return model.net(x, canvas.positions, key_mask, logits_range=window), 1
 
 
 def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator],
@@ -53,9 +52,9 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
         step = 0
         while masked.any() and (step < n_steps if fixed else step < max_steps):
             working = masked.any(-1)
-            logits, cost = _forward(model, canvas, x, cfg)
+            logits, cost = _forward(model, canvas, x, cfg, lo, lo + k)
             quota = quotas[:, step] if fixed else None
-            commit, x0 = policy(logits[:, lo:lo + k], masked, quota, step, n_steps, gens, cfg, model)
+            commit, x0 = policy(logits, masked, quota, step, n_steps, gens, cfg, model)
             commit &= masked
             block = x[:, lo:lo + k]
             x[:, lo:lo + k] = torch.where(commit, x0, block)

@@ -32,6 +32,7 @@ class Architecture:
     stop_texts: tuple[str, ...] = ()  # end-of-turn tokens that end an answer besides EOS
     block_size: int | None = None
     filtered_confidence: bool = False  # LLaDA2: confidence under the top-k/top-p filtered distribution
+    decoding_defaults: dict[str, Any] = field(default_factory=dict)  # used when no ModelSpec is given
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -109,13 +110,15 @@ _LLADA_NAMES = {
 _QWEN_NAMES = {
     "embed.weight": "model.embed_tokens.weight",
     "layers.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
-    **{f"layers.{{i}}.attn.{p}.{t}": f"model.layers.{{i}}.self_attn.{p}_proj.{t}" for p in "qkvo" for t in ("weight", "bias")},
+    **{f"layers.{{i}}.attn.{p}.{t}": f"model.layers.{{i}}.self_attn.{p}_proj.{t}"
+       for p in "qkvo" for t in ("weight", "bias")},
     "layers.{i}.attn.q_norm.weight": "model.layers.{i}.self_attn.q_norm.weight",
     "layers.{i}.attn.k_norm.weight": "model.layers.{i}.self_attn.k_norm.weight",
     "layers.{i}.mlp_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
     **{f"layers.{{i}}.mlp.{p}.weight": f"model.layers.{{i}}.mlp.{p}_proj.weight" for p in ("gate", "up", "down")},
     "layers.{i}.mlp.router.weight": "model.layers.{i}.mlp.gate.weight",
-    **{f"layers.{{i}}.mlp.experts_{p}": f"model.layers.{{i}}.mlp.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")},
+    **{f"layers.{{i}}.mlp.experts_{p}": f"model.layers.{{i}}.mlp.experts.{{e}}.{p}_proj.weight"
+       for p in ("gate", "up", "down")},
     "norm.weight": "model.norm.weight",
     "lm_head.weight": "lm_head.weight",
 }
@@ -132,7 +135,8 @@ _LLADA2_NAMES = {
     **{f"layers.{{i}}.mlp.{p}.weight": f"model.layers.{{i}}.mlp.{p}_proj.weight" for p in ("gate", "up", "down")},
     "layers.{i}.mlp.router.weight": "model.layers.{i}.mlp.gate.weight",
     "layers.{i}.mlp.expert_bias": "model.layers.{i}.mlp.gate.expert_bias",
-    **{f"layers.{{i}}.mlp.experts_{p}": f"model.layers.{{i}}.mlp.experts.{{e}}.{p}_proj.weight" for p in ("gate", "up", "down")},
+    **{f"layers.{{i}}.mlp.experts_{p}": f"model.layers.{{i}}.mlp.experts.{{e}}.{p}_proj.weight"
+       for p in ("gate", "up", "down")},
     **{f"layers.{{i}}.mlp.shared.{p}.weight": f"model.layers.{{i}}.mlp.shared_experts.{p}_proj.weight"
        for p in ("gate", "up", "down")},
     "norm.weight": "model.norm.weight",
@@ -145,18 +149,22 @@ LLADA = Architecture(
 DREAM = Architecture(
     name="dream", config_names=("DreamModel", "Dream"), tensor_names=_QWEN_NAMES,
     build_args=lambda cfg: _qwen_args(cfg, qkv_bias=True, qk_norm=False),
-    attention="bidirectional", decoding_family="dream", shift_logits=True, mask_id=151666, stop_texts=("<|im_end|>",))
+    attention="bidirectional", decoding_family="dream", shift_logits=True, mask_id=151666, stop_texts=("<|im_end|>",),
+    decoding_defaults={"block_length": 256, "remasking": "entropy"})
 SDAR = Architecture(
     name="sdar", config_names=("SDARForCausalLM", "sdar"), tensor_names=_QWEN_NAMES,
     build_args=lambda cfg: _qwen_args(cfg, qkv_bias=bool(cfg.get("attention_bias")), qk_norm=True),
-    attention="block_causal", decoding_family="block", mask_id=151669, stop_texts=("<|im_end|>",), block_size=4)
+    attention="block_causal", decoding_family="block", mask_id=151669, stop_texts=("<|im_end|>",), block_size=4,
+    decoding_defaults={"block_length": 4, "remasking": "low_confidence_dynamic", "threshold": 0.95})
 SDAR_MOE = Architecture(
     name="sdar_moe", config_names=("SDARMoeForCausalLM", "sdar_moe"), tensor_names=_QWEN_NAMES,
     build_args=lambda cfg: _qwen_args(cfg, qkv_bias=bool(cfg.get("attention_bias")), qk_norm=True),
-    attention="block_causal", decoding_family="block", mask_id=151669, stop_texts=("<|im_end|>",), block_size=4)
+    attention="block_causal", decoding_family="block", mask_id=151669, stop_texts=("<|im_end|>",), block_size=4,
+    decoding_defaults={"block_length": 4, "remasking": "low_confidence_dynamic", "threshold": 0.95})
 LLADA2_MOE = Architecture(
     name="llada2_moe", config_names=("LLaDA2MoeModelLM", "llada2_moe"), build_args=_llada2_args,
     tensor_names=_LLADA2_NAMES, attention="block_causal", decoding_family="block", mask_id=156895,
-    stop_texts=("<|role_end|>",), block_size=32, filtered_confidence=True)
+    stop_texts=("<|role_end|>",), block_size=32, filtered_confidence=True,
+    decoding_defaults={"block_length": 32, "remasking": "low_confidence", "threshold": 0.95})
 
 ALL = (LLADA, DREAM, SDAR, SDAR_MOE, LLADA2_MOE)

@@ -72,7 +72,8 @@ def load_state(model: torch.nn.Module, arch: Architecture, path: Path, dtype: to
                 f = handles.get(files[name]) or handles.setdefault(files[name], safe_open(str(files[name]), "pt"))
                 tensors.append(f.get_tensor(name))
             tensor = torch.stack(tensors) if len(names) > 1 or _is_stacked(internal) else tensors[0]
-            state[internal] = tensor.to(device=device, dtype=dtype)
+            keep_fp32 = internal.endswith("expert_bias")  # selection bias: tiny gaps decide routing
+            state[internal] = tensor.to(device=device, dtype=torch.float32 if keep_fp32 else dtype)
     finally:
         handles.clear()
     result = model.load_state_dict(state, strict=True, assign=True)
@@ -90,7 +91,7 @@ def save_state(model: torch.nn.Module, arch: Architecture, path: Path, shards: i
     for internal, value in model.state_dict().items():
         names = official_names(arch, internal, n_experts)
         parts = value.unbind(0) if _is_stacked(internal) else [value]
-        tensors.update({n: t.detach().contiguous().clone() for n, t in zip(names, parts)})
+        tensors.update({n: t.detach().contiguous().clone() for n, t in zip(names, parts, strict=True)})
     path.mkdir(parents=True, exist_ok=True)
     if shards <= 1:
         save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})

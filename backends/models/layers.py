@@ -151,7 +151,8 @@ class MoE(nn.Module):
         for e in experts.unique().tolist():  # loop over active experts only
             token_idx, slot = (experts == e).nonzero(as_tuple=True)
             h = flat[token_idx]
-            y = F.linear(F.silu(F.linear(h, self.experts_gate[e])) * F.linear(h, self.experts_up[e]), self.experts_down[e])
+            hidden = F.silu(F.linear(h, self.experts_gate[e])) * F.linear(h, self.experts_up[e])
+            y = F.linear(hidden, self.experts_down[e])
             out.index_add_(0, token_idx, y * weights[token_idx, slot, None])
         if self.shared is not None:
             out = out + self.shared(flat)

@@ -57,11 +57,18 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def detect_architecture(config: dict[str, Any], declared: str | None = None) -> Architecture:
-    """The registered architecture named by the ModelSpec or by config.json."""
-    candidates = [declared] if declared else [*(config.get("architectures") or []), config.get("model_type")]
-    for name in filter(None, candidates):
-        if name in architectures:
-            return architectures.get(name)
+    """The registered architecture named by the ModelSpec or by config.json (they must agree)."""
+    from_config = [*(config.get("architectures") or []), config.get("model_type")]
+    found = next((architectures.get(n) for n in filter(None, from_config) if n in architectures), None)
+    if declared:
+        wanted = architectures.get(declared) if declared in architectures else None
+        if wanted is not None and found is not None and wanted is not found:
+            raise ModelError(f"the checkpoint is a {found.name} model (config.json) but the model config says "
+                             f"{declared}; check --model / --model-path")
+        found = wanted
+    if found is not None:
+        return found
+    candidates = [declared] if declared else from_config
     raise ModelError(f"unknown dLLM architecture {', '.join(map(str, filter(None, candidates))) or '(none)'}; "
                      f"supported: {', '.join(a for a in architectures.names() if a.islower())}")
 

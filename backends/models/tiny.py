@@ -129,16 +129,34 @@ def write_tokenizer(directory: Path, specials: list[str], roles: dict[str, str],
 
 
 def write_tiny_checkpoint(arch_name: str, directory: str | Path, seed: int = 0, std: float = 0.1,
-                          config_overrides: dict[str, Any] | None = None) -> Path:
+                          config_overrides: dict[str, Any] | None = None,
+                          dtype: torch.dtype = torch.float32) -> Path:
     """Write a tiny random checkpoint of ``arch_name`` (one of :data:`ARCHITECTURES`) into ``directory``."""
     family = _FAMILIES[arch_name]
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     ids = write_tokenizer(directory, family["specials"], family["roles"], family["template"])
-    config = {**family["config"](ids), **(config_overrides or {})}
+    config = {**family["config"](ids), "torch_dtype": str(dtype).removeprefix("torch."), **(config_overrides or {})}
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     arch = architectures.get(arch_name)
     net = DiffusionTransformer(arch.build_args(config))
     net.init_random(torch.Generator().manual_seed(seed), std=std)
-    save_state(net, arch, directory, shards=family["shards"])
+    save_state(net.to(dtype), arch, directory, shards=family["shards"])
     return directory
+
+
+# the tiny models shipped with the package (configs/models/tiny-*.yaml): name -> architecture
+SHIPPED = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar", "tiny-sdar-moe": "sdar_moe",
+           "tiny-llada2": "llada2_moe"}
+
+
+def write_shipped(root: Path) -> list[Path]:
+    """(Re)write the shipped tiny checkpoints under ``root`` (configs/models): bf16, seed 0."""
+    return [write_tiny_checkpoint(arch, root / name, seed=0, dtype=torch.bfloat16) for name, arch in SHIPPED.items()]
+
+
+if __name__ == "__main__":  # python -m dare.backends.models.tiny configs/models
+    import sys
+
+    for written in write_shipped(Path(sys.argv[1] if len(sys.argv) > 1 else "configs/models")):
+        print(written)

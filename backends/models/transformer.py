@@ -74,14 +74,17 @@ class DiffusionTransformer(nn.Module):
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
-                cache=None) -> torch.Tensor:
-        """input_ids/positions (B, L) -> logits (B, L, V) in the parameters' dtype."""
+                cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
+        """input_ids/positions (B, L) -> logits (B, L, V) in the parameters' dtype; with ``logits_range``
+        (lo, hi) only the logits of query positions lo..hi-1 are computed (B, hi - lo, V)."""
         cos, sin = rotary_cos_sin(positions, self.args.rotary_dim, self.args.rope_theta)
         h = self.embed(input_ids)
         for layer in self.layers:
             h = layer(h, cos, sin, mask, cache)
         if cache is not None:
             cache.finish_call()
+        if logits_range is not None:
+            h = h[:, logits_range[0]:logits_range[1]]
         return self.lm_head(self.norm(h))
 
     def init_random(self, generator: torch.Generator, std: float = 0.02) -> None:

@@ -1,0 +1,146 @@
+"""The reference ``torch`` engine: plain-PyTorch dLLMs and decoders, CPU or one GPU.
+
+Requests are rendered with the model's chat template (a trailing assistant message is a prefix to
+continue), tokenised, batched by ``decoding.batch_size`` with left padding, and decoded by the decoder
+registered as ``<family>:<remasking>`` for the model's architecture. Each request samples from its own
+generator seeded with ``request.seed``, so outputs do not depend on batch composition.
+Engine options: ``record_trajectory`` (``DecodingConfig.extra["torch"]`` or ``--set engine.record_trajectory=true``),
+``dtype`` (float32 / bfloat16 / float16) and ``threads`` (CPU threads) from ``--set engine.NAME=VALUE``;
+algorithm options (``extra``) are documented in each decoder module.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from dare.backends import decoding as _decoding  # noqa: F401  (registers the decoders)
+from dare.backends import models as _models  # noqa: F401  (registers the architectures)
+from dare.backends.decoding import strategies
+from dare.backends.decoding.common import Canvas, option, steps_per_block
+from dare.backends.models.loader import LoadedModel, detect_architecture, fingerprint, load_model, read_config
+from dare.backends.models.tokenizer import render_prompt
+from dare.harness.config import SHIPPED_CONFIGS
+from dare.harness.engine import EngineContext, GenerationRequest
+from dare.harness.errors import ConfigError, ModelError
+from dare.harness.records import DecodingConfig, Generation, ModelInfo, Trajectory
+from dare.harness.registry import decoders
+
+log = logging.getLogger(__name__)
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class TorchEngine:
+    """Engine protocol implementation over :mod:`dare.backends.models` and :mod:`dare.backends.decoding`."""
+
+    name = "torch"
+    version = "0.1.0"
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
+        spec = ctx.model_spec
+        path = ctx.model_path or (SHIPPED_CONFIGS / "models" / spec.path if spec and spec.path else None)
+        if path is None:
+            raise ModelError(f"model {ctx.model_name!r} has no local checkpoint; pass --model-path DIR")
+        self.path = Path(path).expanduser()
+        self.config = read_config(self.path)
+        self.arch = detect_architecture(self.config, spec.architecture if spec else None)
+        self.device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if ctx.options.get("threads"):  # --set engine.threads=N: tiny models on shared CPUs run best on 1
+            torch.set_num_threads(int(ctx.options["threads"]))
+        self._model: LoadedModel | None = None
+
+    @property
+    def model(self) -> LoadedModel:
+        if self._model is None:
+            spec = self.ctx.model_spec
+            dtype = _DTYPES.get(str(self.ctx.options.get("dtype"))) if self.ctx.options.get("dtype") else None
+            self._model = load_model(self.path, self.arch.name, mask_id=spec.mask_id if spec else None,
+                                     eos_id=spec.eos_id if spec else None, device=self.device, dtype=dtype)
+        return self._model
+
+    def model_info(self) -> ModelInfo:
+        digest, parts = fingerprint(self.path)
+        return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.arch.name,
+                         fingerprint=digest, fingerprint_parts=parts)
+
+    def decoding_defaults(self) -> dict:
+        """The architecture's usual decoding when the model has no ModelSpec (checkpoint given by path)."""
+        return {} if self.ctx.model_spec else dict(self.arch.decoding_defaults)
+
+    def _decoder(self, decoding: DecodingConfig):
+        name = f"{self.arch.decoding_family}:{decoding.remasking}"
+        if name not in decoders:
+            raise ConfigError(f"remasking {decoding.remasking!r} is not available for {self.arch.name} models; "
+                              f"choose one of {', '.join(strategies(self.arch.decoding_family))}")
+        return decoders.get(name)
+
+    def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
+        """Check decoder, step schedule, chat template and tokenizer before any generation."""
+        decode = self._decoder(decoding)
+        steps_per_block(decoding)
+        if decoding.cfg_scale > 0 and not getattr(decode, "supports_cfg", False):
+            raise ConfigError(f"cfg_scale={decoding.cfg_scale}: classifier-free guidance is only implemented for "
+                              f"masked-diffusion decoders, not {self.arch.name}; use cfg_scale=0")
+        if decoding.cache != "none":
+            raise ConfigError(f"cache={decoding.cache} is approximate Fast-dLLM caching, not part of the reference "
+                              "torch engine; use cache=none here (the block models always use their exact cache)")
+        if requests:
+            self._prompt_ids(requests[0])
+
+    def _use_template(self) -> bool:
+        spec = self.ctx.model_spec
+        if spec is None or spec.chat_template == "tokenizer":
+            return bool(self.model.tokenizer.chat_template) or spec is not None
+        if spec.chat_template == "none":
+            return False
+        template = Path(spec.chat_template)
+        if not template.is_absolute():
+            template = SHIPPED_CONFIGS / "models" / template
+        self.model.tokenizer.chat_template = template.read_text()
+        return True
+
+    def _prompt_ids(self, request: GenerationRequest) -> list[int]:
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        text = render_prompt(self.model.tokenizer, messages, self._use_template())
+        ids = self.model.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ModelError(f"request {request.sample_id!r} tokenises to an empty prompt")
+        return ids
+
+    def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
+        self.prepare([], decoding)
+        decode = self._decoder(decoding)
+        out: list[Generation] = []
+        for start in range(0, len(requests), decoding.batch_size):
+            out.extend(self._generate_batch(requests[start:start + decoding.batch_size], decoding, decode))
+        return out
+
+    def _generate_batch(self, batch: list[GenerationRequest], decoding: DecodingConfig, decode) -> list[Generation]:
+        model = self.model
+        began = time.perf_counter()
+        prompts = [self._prompt_ids(r) for r in batch]
+        canvas = Canvas.build(prompts, decoding.gen_length, model.mask_id, model.pad_id, model.device)
+        # one generator per request on the model's device: noise never depends on the batch around it
+        gens = [torch.Generator(device=model.device).manual_seed(r.seed) for r in batch]
+        with torch.inference_mode():
+            result = decode(model, canvas, decoding, gens)
+        elapsed = time.perf_counter() - began
+        record = bool(option(decoding, "record_trajectory", self.ctx.options.get("record_trajectory", False)))
+        gens_out = []
+        for row, request in enumerate(batch):
+            ids = result.tokens[row].tolist()
+            stop = next((i for i, t in enumerate(ids) if t in model.stop_ids), None)
+            shown = ids[:stop] if decoding.stop_at_eos and stop is not None else ids
+            text = model.tokenizer.decode(shown, skip_special_tokens=True)
+            trajectory = Trajectory(commit_step=result.commit_step[row].tolist(), block=result.block[row].tolist(),
+                                    nfe=int(result.nfe[row])) if record else None
+            gens_out.append(Generation(
+                sample_id=request.sample_id, index=request.index, text=text, token_ids=ids,
+                finish_reason="stop" if stop is not None else "length", nfe=int(result.nfe[row]),
+                latency_s=elapsed / len(batch), trajectory=trajectory))
+        log.debug("decoded %d requests in %.2fs", len(batch), elapsed)
+        return gens_out
