@@ -86,3 +86,11 @@ def test_help_documents_every_flag():
     for flag in ["--model", "--model-path", "--suite", "--backend", "--completions", "--limit", "--seed", "--out",
                  "--set", "--cache-dir", "--device", "--unsafe-local-exec", "--list"]:
         assert flag in proc.stdout
+
+
+def test_known_model_without_checkpoint_names_the_download(tmp_path):
+    env = {"DARE_MODEL_DIR": str(tmp_path / "models"), "HF_HOME": str(tmp_path / "hf")}
+    proc = dare_eval("--model", "sdar-8b-chat", "--suite", "gsm8k", "--out", str(tmp_path / "runs"), env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "huggingface-cli download JetLM/SDAR-8B-Chat" in proc.stderr
