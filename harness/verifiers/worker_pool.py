@@ -116,12 +116,17 @@ class DeadlinePool:
                 index = pending.popleft()
                 try:
                     worker.conn.send((index, jobs[index]))
-                except OSError as exc:  # an idle worker died since its last job
+                except OSError as exc:  # the worker died: since its last job, or while starting
                     worker.kill()
-                    results[index] = JobResult(ok=False, crashed=True, error=f"worker unusable: {exc}")
+                    error = f"worker unusable: {exc}" + ("" if worker.ready else " (it died while starting)")
+                    results[index] = JobResult(ok=False, crashed=True, error=error)
+                    if not worker.ready:
+                        startup_failure = error
                     continue
                 wait_s = self.timeout if worker.ready else START_TIMEOUT_S
                 busy[worker.conn] = [worker, index, time.monotonic() + wait_s]
+            if not busy:
+                continue  # every remaining job was settled without a live worker
             nearest = min(deadline for _, _, deadline in busy.values())
             for conn in wait(list(busy), timeout=max(0.0, nearest - time.monotonic())):
                 entry = busy[conn]  # type: ignore[index]

@@ -84,7 +84,8 @@ def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
     record = json.loads(open(f"{run_dir}/run.json").read())
     assert record["status"] == "partial"
     n = record["metrics"]["sudoku"]["accuracy"]["n"]
-    assert 8 <= n < 40 and record["counts"]["sudoku"]["missing"] == 40 - n
+    # Everything cached is scored; at most the batch in flight (generated, not yet appended) is lost.
+    assert _count(counter) - 4 <= n < 40 and record["counts"]["sudoku"]["missing"] == 40 - n
 
 
 def test_a_changed_verifier_rescores_cached_generations_without_regenerating(tmp_path):
