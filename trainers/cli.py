@@ -1,11 +1,165 @@
-"""dare-train: not available yet in this release."""
+"""dare-train: train a dLLM with a registered algorithm on a suite's train split, then evaluate it.
 
+Exit codes: 0 success, 2 bad input (one-line error), 1 internal error, 130 interrupted (rerun the same
+command to resume from the last checkpoint). The last line on stdout is the training run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
 import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from dare.harness.errors import ConfigError, DareError
+from dare.harness.registry import algorithms, estimators
+from dare.harness.rundir import slug
+
+PROG = "dare-train"
+log = logging.getLogger("dare.train")
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> Parser:
+    p = Parser(prog=PROG, description="Train a diffusion LM with an algorithm plugin (rollouts use the suite's "
+               "decoding, prompts and verifiers), checkpoint resumably, then evaluate the final checkpoint.")
+    p.add_argument("--algo", help="algorithm or preset: sft, d1, coupled_grpo, dipo, d1_dare, ... (see --list)")
+    p.add_argument("--config", help="experiment YAML (a path or a name from configs/experiments)")
+    p.add_argument("--model", help="model name from configs/models")
+    p.add_argument("--model-path", help="checkpoint directory (config.json, *.safetensors, tokenizer files)")
+    p.add_argument("--suite", help="suite or benchmark with a train split: sudoku, countdown, gsm8k, planning")
+    p.add_argument("--steps", type=int, help="optimizer steps over rollout batches (default 10)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--engine", help="rollout engine (default torch)")
+    p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--out", default="runs/train", help="directory of training runs (default runs/train)")
+    p.add_argument("--run-name", help="run directory name (default from algo, suite, model, seed); reruns resume it")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a trainer field (lr=1e-5, group_size=4, prompts_per_step=2, ...), algo.FIELD=V, "
+                   "decoding.FIELD=V (rollout and eval) or rollout.FIELD=V (rollout only); repeatable")
+    p.add_argument("--no-eval", action="store_true", help="skip the evaluation of the final checkpoint")
+    p.add_argument("--eval-limit", type=int, help="evaluate on the first N samples of each benchmark")
+    p.add_argument("--list", action="store_true", help="list algorithms, presets and estimators, then exit")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def _first_line(doc: str | None) -> str:
+    lines = (doc or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def list_everything() -> str:
+    from dare.trainers import plugin  # noqa: F401  (registers the built-ins)
+
+    from .config import load_yaml_model, preset_names, AlgorithmPreset, _catalog
+
+    lines = ["algorithms:"]
+    classes = {id(c): c for c in (algorithms.get(n) for n in algorithms.names())}
+    for cls in sorted(classes.values(), key=lambda c: c.name):
+        name = cls.name
+        needs = cls.needs
+        wants = [k for k in ("trajectory", "reference") if getattr(needs, k)]
+        kind = "rollout" if needs.rollout else "supervised"
+        doc = _first_line(cls.__doc__)
+        extra = f", {needs.attention} models" if needs.attention else ""
+        lines.append(f"  {name} ({kind}{', needs ' + '+'.join(wants) if wants else ''}{extra}): {doc}")
+    lines.append("presets (configs/algorithms):")
+    for name in preset_names():
+        preset = load_yaml_model(_catalog("algorithms")[name], AlgorithmPreset)
+        lines.append(f"  {name} -> {preset.algorithm}: {preset.description}")
+    lines.append("estimators:")
+    for name in estimators.names():
+        cls = estimators.get(name)
+        doc = _first_line(cls.__doc__)
+        cost = f"{cls.forwards} forward(s)/sequence" if cls.forwards else "one forward per decoding step"
+        lines.append(f"  {name} ({cost}): {doc}")
+    return "\n".join(lines)
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``--set`` items into TrainConfig flags: algo.X -> algorithm_settings, decoding.X, rollout.X."""
+    sections = {"algo": "algorithm_settings", "decoding": "decoding", "rollout": "rollout_decoding"}
+    flags: dict[str, Any] = {}
+    problems = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"{item!r} is not KEY=VALUE")
+            continue
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        head, dot, rest = key.strip().partition(".")
+        if dot and head in sections:
+            flags.setdefault(sections[head], {})[rest] = value
+        elif dot:
+            problems.append(f"unknown section {head!r} in {key!r} (use algo., decoding. or rollout.)")
+        else:
+            flags[head] = value
+    if problems:
+        raise ConfigError(problems, source="--set")
+    return flags
+
+
+def run(args: argparse.Namespace, argv: list[str]) -> Path:
+    from .config import load_experiment
+    from .evaluate import evaluate_checkpoint
+    from .trainer import LocalTrainer
+
+    flags = parse_sets(args.overrides)
+    flags.update({k: v for k, v in dict(algorithm=args.algo, suite=args.suite, model=args.model,
+                                        model_path=args.model_path, steps=args.steps, seed=args.seed,
+                                        engine=args.engine, device=args.device, eval_limit=args.eval_limit).items()
+                  if v is not None})
+    if args.no_eval:
+        flags["evaluate"] = False
+    if not args.config and not args.algo:
+        raise ConfigError("no algorithm given; pass --algo NAME (see dare-train --list)")
+    if not args.config and not args.suite:
+        raise ConfigError("no suite given; pass --suite NAME (a benchmark with a train split, e.g. sudoku)")
+    config = load_experiment(args.config, flags)
+    label = config.model or Path(config.model_path or "model").name
+    run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
+    trainer = LocalTrainer(config, run_dir)
+    final = trainer.train()
+    if config.evaluate and final is not None:
+        eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv])
+        (run_dir / "eval_run.txt").write_text(str(eval_dir) + "\n")
+    rows = trainer.metrics.rows()
+    if rows:
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "time"}, sort_keys=True))
+    return run_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.stderr.write("dare-train: error: training is not available yet in this version of dare-dllm\n")
-    return 2
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format=f"{PROG}: %(levelname)s: %(message)s")
+    try:
+        if args.list:
+            print(list_everything())
+            return 0
+        run_dir = run(args, argv)
+    except DareError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{PROG}: interrupted; rerun the same command to resume from the last checkpoint\n")
+        return 130
+    print(run_dir)
+    return 0
 
 
 if __name__ == "__main__":

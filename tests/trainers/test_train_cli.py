@@ -1,0 +1,160 @@
+"""dare-train end to end on tiny random checkpoints: every algorithm, errors, resume, auto-evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from dare.harness import config as hcfg
+from dare.harness.records import Verdict
+from dare.harness.registry import verifiers
+from dare.harness.verifiers.base import Verifier
+from dare.trainers.cli import main
+
+FAST = ["--steps", "2", "--no-eval", "--set", "prompts_per_step=1", "--set", "group_size=2",
+        "--set", "micro_batch_size=1", "--set", "decoding.gen_length=8", "--set", "decoding.steps=8",
+        "--set", "decoding.block_length=4", "--set", "lr=1e-2"]
+
+
+class AlnumShare(Verifier):
+    """Reward = share of ASCII letters and digits in the completion (a real, dense signal on random text)."""
+
+    name, version = "alnum_share", "1"
+
+    def verify(self, sample, completion):
+        share = sum(c.isascii() and c.isalnum() for c in completion) / max(len(completion), 1)
+        return Verdict(score=share, passed=share > 0.5)
+
+
+@pytest.fixture
+def digits_suite(tmp_path, monkeypatch):
+    """A benchmark 'digits' (Sudoku prompts and data, AlnumShare reward) from a user config directory."""
+    root = tmp_path / "configs"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "benchmarks" / "digits.yaml").write_text(
+        "name: digits\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
+        "prompt: dare_sudoku\nverifier: alnum_share\n")
+    monkeypatch.setenv("DARE_CONFIG_PATH", str(root))
+    saved = verifiers.snapshot()
+    verifiers.register("alnum_share", AlnumShare)
+    for fn in (hcfg._catalog, hcfg.benchmark, hcfg.suite):
+        fn.cache_clear()
+    yield "digits"
+    verifiers.restore(saved)
+    for fn in (hcfg._catalog, hcfg.benchmark, hcfg.suite):
+        fn.cache_clear()
+
+
+def _weights(directory):
+    out = {}
+    for f in sorted(directory.glob("*.safetensors")):
+        out.update(load_file(str(f)))
+    return out
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_list_shows_algorithms_presets_and_estimators(capsys):
+    assert main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("sft", "d1", "coupled_grpo", "dipo", "d1_dare", "one_step", "coupled", "mc_elbo", "block_elbo",
+                 "block_trajectory"):
+        assert name in out
+
+
+@pytest.mark.parametrize("algo, arch", [("sft", "llada"), ("sft", "sdar"), ("d1", "llada"),
+                                        ("coupled_grpo", "dream"), ("dipo", "sdar")])
+def test_every_algorithm_trains_two_steps(tiny, tmp_path, digits_suite, algo, arch, capsys):
+    suite = "sudoku" if algo == "sft" else digits_suite
+    args = ["--algo", algo, "--model-path", str(tiny[arch]), "--suite", suite, "--out", str(tmp_path), *FAST,
+            "--set", "algo.inner_steps=2", "--set", "rollout.temperature=1.0"]
+    assert main(args) == 0
+    run_dir = tmp_path / f"{algo}-{suite}-{arch}-s0"
+    rows = _rows(run_dir)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
+    final = run_dir / "checkpoints" / "step-000002"
+    before, after = _weights(tiny[arch]), _weights(final)
+    assert before.keys() == after.keys()
+    assert any(not torch.equal(before[k], after[k]) for k in before), "no parameter changed"
+    if algo != "sft":
+        assert rows[0]["first_inner_ratio_max_dev"] == 0.0  # ratio exactly 1 before the first update
+        assert {"reward", "accuracy", "clip_fraction", "entropy", "completion_length"} <= rows[0].keys()
+        assert {"rollout", "reward", "old_logp", "update"} <= rows[0]["time"].keys()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--algo", "d2"], "unknown algorithm 'd2'; did you mean 'd1'"),
+    (["--algo", "d1", "--suite", "math500"], "no train split for math500"),
+    (["--algo", "dipo", "--engine", "replay"], "cannot record them"),
+    (["--algo", "d1", "--engine", "replay"], "cannot roll out a live policy"),
+    (["--algo", "sft", "--engine", "replay"], "cannot hold a trainable model"),
+    (["--algo", "dipo", "--model-arch", "llada"], "needs a block-causal model"),
+])
+def test_bad_input_is_one_line_and_exit_2(tiny, tmp_path, capsys, args, message):
+    model = tiny["llada"] if "--model-arch" in args else tiny["sdar"]
+    args = [a for a in args if a not in ("--model-arch", "llada")]
+    base = ["--model-path", str(model), "--out", str(tmp_path), *FAST]
+    if "--suite" not in args:
+        base += ["--suite", "sudoku"]
+    assert main([*args, *base]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err, err
+
+
+def test_killed_run_resumes_with_the_same_batches_and_no_duplicate_steps(tiny, tmp_path, digits_suite):
+    common = ["--algo", "d1", "--model-path", str(tiny["llada"]), "--suite", digits_suite, *FAST,
+              "--set", "algo.inner_steps=2", "--set", "rollout.temperature=1.0"]
+    assert main([*common, "--out", str(tmp_path / "straight"), "--steps", "2"]) == 0
+    resumed = tmp_path / "resumed"
+    assert main([*common, "--out", str(resumed), "--steps", "1"]) == 0  # 1 step, checkpointed
+    run_dir = resumed / f"d1-{digits_suite}-llada-s0"
+    with (run_dir / "metrics.jsonl").open("a") as f:  # killed after logging step 2, before its checkpoint
+        f.write(json.dumps({"step": 2, "loss": 123.0}) + "\n")
+    assert main([*common, "--out", str(resumed), "--steps", "2"]) == 0
+    rows = _rows(run_dir)
+    assert [r["step"] for r in rows] == [1, 2] and rows[1]["loss"] != 123.0
+    straight = _rows(tmp_path / "straight" / f"d1-{digits_suite}-llada-s0")
+    assert [r["reward"] for r in rows] == [r["reward"] for r in straight]
+    assert [r["loss"] for r in rows] == [r["loss"] for r in straight]
+    a = _weights(tmp_path / "straight" / f"d1-{digits_suite}-llada-s0" / "checkpoints" / "step-000002")
+    b = _weights(run_dir / "checkpoints" / "step-000002")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_other_settings(tiny, tmp_path, capsys):
+    common = ["--algo", "sft", "--model-path", str(tiny["llada"]), "--suite", "sudoku", "--out", str(tmp_path), *FAST]
+    assert main([*common, "--steps", "1"]) == 0
+    assert main([*common, "--set", "lr=0.5"]) == 2
+    assert "different settings" in capsys.readouterr().err
+
+
+def test_auto_evaluation_links_the_run_record_to_training(tiny, tmp_path, digits_suite):
+    args = ["--algo", "d1_dare", "--model-path", str(tiny["llada"]), "--suite", digits_suite, "--out", str(tmp_path),
+            *[a for a in FAST if a != "--no-eval"], "--eval-limit", "2"]
+    assert main(args) == 0
+    run_dir = tmp_path / f"d1_dare-{digits_suite}-llada-s0"
+    eval_dir = (run_dir / "eval_run.txt").read_text().strip()
+    record = json.loads((tmp_path / eval_dir / "run.json").read_text() if not eval_dir.startswith("/")
+                        else open(eval_dir + "/run.json").read())
+    training = record["model"]["training"]
+    assert training["algorithm"] == "d1" and training["step"] == 2 and training["run"] == run_dir.name
+    assert [p["step"] for p in training["curve"]] == [1, 2] and "reward" in training["curve"][0]
+    assert record["decoding"]["gen_length"] == 8 and record["status"] == "complete"
+
+
+def test_an_algorithm_takes_any_estimator_by_name(tiny, tmp_path, digits_suite, capsys):
+    """N + M: d1's loss on the exact masked-diffusion trajectory estimator; its needs follow the estimator."""
+    args = ["--algo", "d1", "--model-path", str(tiny["llada"]), "--suite", digits_suite, "--out", str(tmp_path),
+            *FAST, "--set", "algo.estimator=mdm_trajectory", "--set", "algo.estimator_args={}",
+            "--set", "algo.inner_steps=1", "--set", "rollout.temperature=1.0"]
+    assert main(args) == 0
+    rows = _rows(tmp_path / f"d1-{digits_suite}-llada-s0")
+    assert rows[0]["first_inner_ratio_max_dev"] == 0.0 and rows[1]["step"] == 2
+    assert main([*args, "--engine", "replay", "--run-name", "other"]) == 2
+    assert "cannot record them" in capsys.readouterr().err

@@ -1,0 +1,1 @@
+"""Built-in algorithms (registered lazily by :mod:`dare.trainers.plugin`)."""

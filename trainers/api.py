@@ -1,0 +1,170 @@
+"""The plugin API: likelihood estimators and algorithms, registered by name (N + M files, not N x M).
+
+An :class:`Estimator` turns a :class:`~.batch.RolloutBatch` and a policy into per-token log-likelihood
+estimates; it draws its randomness (masks, noise levels) once in :meth:`Estimator.draw` so the behaviour,
+current and reference passes share it. An :class:`Algorithm` says what the rollout must record
+(:class:`Needs`), forms advantages and computes the loss, calling an estimator *by name* — it never
+re-implements one. Both kinds register through decorators into ``dare.harness.registry.estimators`` /
+``algorithms``; third-party packages do the same from a module named in the ``dare.plugins`` entry point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from dare.harness.errors import ConfigError, RegistryError
+from dare.harness.registry import algorithms, estimators
+
+from .batch import Estimate, LossOutput, RolloutBatch
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What an algorithm needs from the trainer before its loss can run.
+
+    rollout: sample completions from the policy (False: supervised pairs from the data).
+    rewards: score rollouts with the suite's verifier.
+    trajectory: per-token commit steps from the decoder (exact per-step likelihoods).
+    reference: log-probs under the frozen initial model (KL terms).
+    attention: "block_causal" or "bidirectional" when the method only applies to one model family.
+    """
+
+    rollout: bool = True
+    rewards: bool = True
+    trajectory: bool = False
+    reference: bool = False
+    attention: str | None = None
+
+
+class Estimator:
+    """Base class of likelihood estimators. Subclasses set ``name`` (by the decorator) and ``forwards``
+    (model forward passes per sequence) and implement :meth:`draw` and :meth:`estimate`."""
+
+    name: ClassVar[str] = "base"
+    forwards: ClassVar[int] = 1
+
+    def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Random draws for ``batch`` (tensors with batch dim first, on CPU); empty for exact estimators."""
+        return {}
+
+    def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
+        """Per-token estimates (B, T) under ``policy`` with the draws ``noise``."""
+        raise NotImplementedError
+
+    def options(self) -> dict[str, Any]:
+        """The estimator's settings, recorded with the run."""
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
+class AlgorithmConfig(BaseModel):
+    """Settings shared by every algorithm; subclasses add theirs. Unknown keys are errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    estimator: str = Field("auto", description="likelihood estimator name (registry 'likelihood estimator')")
+    estimator_args: dict[str, Any] = Field(default_factory=dict, description="options of the estimator")
+    inner_steps: int = Field(1, ge=1, description="optimizer updates per rollout batch (PPO epochs x mini-batches)")
+    resample_noise: bool = Field(False, description="draw fresh estimator noise for every inner step (d1 original)")
+    noise_seed: int | None = Field(None, description="re-seed the estimator noise with this constant at every "
+                                   "step (DARE's fixed seed 42 quirk); None: seeded by run seed and step")
+    count_padding: bool = Field(False, description="count the tail after the first EOS in likelihoods and means "
+                                "(DARE for LLaDA/Dream); the papers mask it")
+
+
+class Algorithm:
+    """Base class of training algorithms. Subclasses set ``needs`` and ``Config``, implement :meth:`loss`,
+    and usually :meth:`advantages`."""
+
+    name: ClassVar[str] = "base"
+    needs: ClassVar[Needs] = Needs()
+    Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    default_estimator: ClassVar[dict[str, str]] = {}
+    """Estimator per model attention kind when the config says ``auto``."""
+
+    def __init__(self, config: AlgorithmConfig | None = None):
+        self.config = config or self.Config()
+        self.estimator: Estimator | None = None
+
+    def requirements(self) -> Needs:
+        """The needs of this configured instance: a KL coefficient > 0 adds the reference model, an estimator
+        that replays step maps (``needs_trajectory``) adds the trajectory."""
+        beta = getattr(self.config, "beta", 0.0) or 0.0
+        named = self.config.estimator
+        replays = named != "auto" and getattr(estimators.get(named), "needs_trajectory", False)
+        return Needs(**{**vars(self.needs), "reference": self.needs.reference or beta > 0,
+                        "trajectory": self.needs.trajectory or bool(replays)})
+
+    def bind(self, attention: str) -> Estimator:
+        """Build the estimator for a model whose attention kind is ``attention``."""
+        need = self.needs.attention
+        if need and need != attention:
+            raise ConfigError(f"algorithm {self.name!r} needs a {need.replace('_', '-')} model, "
+                              f"this checkpoint is {attention.replace('_', '-')}; pick another --algo or model")
+        name = self.config.estimator
+        if name == "auto":
+            name = self.default_estimator.get(attention) or next(iter(self.default_estimator.values()), "")
+        self.estimator = build_estimator(name, self.config.estimator_args)
+        return self.estimator
+
+    @property
+    def num_noise_sets(self) -> int:
+        return self.config.inner_steps if self.config.resample_noise else 1
+
+    def advantages(self, batch: RolloutBatch) -> torch.Tensor | None:
+        """Per-sequence advantages (B,), or None for supervised objectives."""
+        return None
+
+    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+        raise NotImplementedError
+
+
+def build_estimator(name: str, options: dict[str, Any]) -> Estimator:
+    cls = estimators.get(name)
+    try:
+        return cls(**options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"estimator {name!r} rejects the options {sorted(options)}: {exc}") from exc
+
+
+def build_algorithm(name: str, settings: dict[str, Any] | None = None) -> Algorithm:
+    """The registered algorithm ``name`` configured with ``settings`` (all bad keys reported at once)."""
+    from pydantic import ValidationError
+
+    from dare.harness.config import validation_problems
+
+    cls = algorithms.get(name)
+    try:
+        config = cls.Config.model_validate(settings or {})
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc), source=f"algorithm {name}") from exc
+    return cls(config)
+
+
+def algorithm(name: str, *, aliases: tuple[str, ...] = ()):
+    """Class decorator: register an :class:`Algorithm` subclass as ``name``."""
+
+    def register(cls: type[Algorithm]) -> type[Algorithm]:
+        if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+            raise RegistryError(f"algorithm {name!r} must be a subclass of dare.trainers.Algorithm, got {cls!r}")
+        cls.name = name
+        algorithms.register(name, cls, aliases=aliases)
+        return cls
+
+    return register
+
+
+def estimator(name: str, *, aliases: tuple[str, ...] = ()):
+    """Class decorator: register an :class:`Estimator` subclass as ``name``."""
+
+    def register(cls: type[Estimator]) -> type[Estimator]:
+        if not (isinstance(cls, type) and issubclass(cls, Estimator)):
+            raise RegistryError(f"estimator {name!r} must be a subclass of dare.trainers.Estimator, got {cls!r}")
+        cls.name = name
+        estimators.register(name, cls, aliases=aliases)
+        return cls
+
+    return register

@@ -1,0 +1,101 @@
+"""Resumable checkpoints and the metrics log of a training run directory.
+
+Layout: ``RUN/train_config.json``, ``RUN/metrics.jsonl`` (one line per finished step), and
+``RUN/checkpoints/step-NNNNNN/`` = a loadable Hugging Face-layout checkpoint (official tensor names,
+config and tokenizer files copied from the base model) + ``trainer_state.pt`` (optimizer, step, fingerprint).
+A checkpoint is written to ``*.tmp`` and renamed, so a kill never leaves a half checkpoint; on resume the
+metrics lines after the checkpoint's step are dropped, so no step is logged twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dare.backends.models.checkpoint import save_state
+from dare.backends.models.loader import TOKENIZER_FILES
+from dare.harness.errors import ConfigError
+
+from .lora import MergedView, adapter_state
+
+log = logging.getLogger(__name__)
+STATE_FILE = "trainer_state.pt"
+
+
+def checkpoint_dirs(run_dir: Path) -> list[Path]:
+    """Complete checkpoints, oldest first."""
+    root = run_dir / "checkpoints"
+    found = [p for p in root.glob("step-*")
+             if p.is_dir() and not p.name.endswith(".tmp") and (p / STATE_FILE).is_file()]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def latest(run_dir: Path) -> Path | None:
+    dirs = checkpoint_dirs(run_dir)
+    return dirs[-1] if dirs else None
+
+
+def save(run_dir: Path, step: int, policy, base_path: Path, optimizer, extra: dict[str, Any], keep: int) -> Path:
+    """Write checkpoint ``step`` atomically and prune all but the newest ``keep``."""
+    final = run_dir / "checkpoints" / f"step-{step:06d}"
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_state(MergedView(policy.net), policy.loaded.arch, tmp)  # adapters (if any) merged: loadable anywhere
+    for name in ("config.json", *TOKENIZER_FILES):
+        if (base_path / name).is_file():
+            shutil.copy2(base_path / name, tmp / name)
+    state = {"step": step, "optimizer": optimizer.state_dict(), "lora": adapter_state(policy.net), **extra}
+    torch.save(state, tmp / STATE_FILE)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    for old in checkpoint_dirs(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_state(checkpoint: Path) -> dict[str, Any]:
+    return torch.load(checkpoint / STATE_FILE, map_location="cpu", weights_only=False)
+
+
+def check_same_run(run_dir: Path, fingerprint: str, config: dict[str, Any]) -> None:
+    """Write the run's config on first use; refuse to resume a run that was started with other settings."""
+    file = run_dir / "train_config.json"
+    if file.is_file():
+        saved = json.loads(file.read_text())
+        if saved.get("fingerprint") != fingerprint:
+            raise ConfigError(f"{run_dir} holds a run with different settings; pass another --run-name "
+                              "(or remove the directory) to start a new run")
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    file.write_text(json.dumps({"fingerprint": fingerprint, "config": config}, indent=2, sort_keys=True))
+
+
+class MetricsLog:
+    """Append-only JSONL, flushed and fsync'd per line; :meth:`truncate` drops steps after a checkpoint."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def rows(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+    def truncate(self, last_step: int) -> None:
+        kept = [r for r in self.rows() if r["step"] <= last_step]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        os.replace(tmp, self.path)
+
+    def append(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())

@@ -1,0 +1,128 @@
+"""Training configuration: one :class:`TrainConfig`, from an experiment YAML (configs/experiments/), an
+algorithm preset (configs/algorithms/) and command-line flags, validated with every problem reported.
+
+Algorithm presets are data: ``{name, algorithm, settings}``; ``--algo`` accepts a preset name or a
+registered algorithm name (its paper defaults).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from dare.harness.config import config_dirs, load_yaml_model, validation_problems
+from dare.harness.errors import ConfigError, RegistryError
+from dare.harness.registry import algorithms, did_you_mean
+
+
+class AlgorithmPreset(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    algorithm: str = Field(description="registered algorithm name")
+    description: str = ""
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrainConfig(BaseModel):
+    """Every setting of a local training run (saved in the run directory; resuming requires the same)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    algorithm: str = Field(description="registered algorithm or preset from configs/algorithms")
+    algorithm_settings: dict[str, Any] = Field(default_factory=dict, description="overrides of the algorithm config")
+    suite: str
+    model: str | None = Field(None, description="model name from configs/models")
+    model_path: str | None = None
+    engine: str = "torch"
+    steps: int = Field(10, ge=1)
+    prompts_per_step: int = Field(2, ge=1, description="prompts per rollout batch")
+    group_size: int = Field(4, ge=1, description="completions per prompt (GRPO group); SFT ignores it")
+    micro_batch_size: int = Field(8, ge=1, description="rows per forward/backward (gradient accumulation)")
+    lr: float = Field(1e-5, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    warmup_steps: int = Field(0, ge=0)
+    lr_schedule: Literal["constant", "cosine"] = Field("constant", description="after warm-up (verl RL: constant; "
+                                                        "LLaDA SFT: cosine to 0 at the last step)")
+    grad_clip: float | None = Field(1.0, gt=0)
+    seed: int = 0
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    rollout_dtype: Literal["float32", "bfloat16"] | None = Field(
+        None, description="run rollouts on a separate copy in this dtype (weights synced each step)")
+    device: str | None = None
+    decoding: dict[str, Any] = Field(default_factory=dict, description="DecodingConfig overrides (rollout and eval)")
+    rollout_decoding: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.6},
+                                             description="overrides for rollouts only (sampling temperature)")
+    save_every: int = Field(1, ge=1)
+    keep_checkpoints: int = Field(2, ge=1)
+    evaluate: bool = Field(True, description="evaluate the final checkpoint with dare.harness.runner")
+    eval_limit: int | None = Field(None, ge=1)
+    lora_rank: int = Field(0, ge=0, description="PEFT: LoRA rank on the linear layers (0: full fine-tuning)")
+    lora_alpha: float = Field(16.0, gt=0)
+    lora_dropout: float = Field(0.0, ge=0, lt=1)
+    lora_targets: tuple[str, ...] = Field(("q", "k", "v", "o", "qkv", "gate", "up", "down"),
+                                          description="names of the nn.Linear attributes that get adapters")
+    packed: bool = Field(False, description="pack variable-length rows side by side (no compute on padding)")
+    chunk_size: int = Field(1024, ge=1, description="rows per chunk of the logits-free cross-entropy")
+
+    def fingerprint(self) -> str:
+        """Hash of the settings that define the run's trajectory (not steps, evaluation or device)."""
+        data = self.model_dump(mode="json", exclude={"steps", "evaluate", "eval_limit", "device", "save_every",
+                                                     "keep_checkpoints"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _catalog(kind: str) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for root in config_dirs():
+        for path in sorted((root / kind).glob("*.yaml")) if (root / kind).is_dir() else []:
+            found.setdefault(path.stem, path)
+    return found
+
+
+def preset_names() -> list[str]:
+    return sorted(_catalog("algorithms"))
+
+
+def resolve_algorithm(name: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(registered algorithm, settings) for a preset or algorithm name; unknown names list both kinds."""
+    presets = _catalog("algorithms")
+    if name in presets:
+        preset = load_yaml_model(presets[name], AlgorithmPreset)
+        return preset.algorithm, {**preset.settings, **overrides}
+    if name in algorithms:
+        return name, dict(overrides)
+    known = sorted(set(algorithms.names()) | set(presets))
+    raise RegistryError(f"unknown algorithm {name!r}{did_you_mean(name, known)} (available: {', '.join(known)})")
+
+
+def load_experiment(path: str | None, flags: dict[str, Any]) -> TrainConfig:
+    """Experiment YAML (a path or a name under configs/experiments) overlaid with command-line flags."""
+    data: dict[str, Any] = {}
+    source = "command line"
+    if path:
+        file = Path(path)
+        if not file.is_file():
+            file = _catalog("experiments").get(path, file)
+        if not file.is_file():
+            names = ", ".join(sorted(_catalog("experiments"))) or "none"
+            raise ConfigError(f"no experiment config {path!r} (shipped: {names})")
+        loaded = yaml.safe_load(file.read_text())
+        if not isinstance(loaded, dict):
+            raise ConfigError("expected a mapping at the top level", source=str(file))
+        data, source = loaded, str(file)
+    for key, value in flags.items():
+        if isinstance(value, dict):
+            data[key] = {**data.get(key, {}), **value}
+        elif value is not None:
+            data[key] = value
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(exc), source=source) from exc

@@ -1,0 +1,1 @@
+"""Built-in likelihood estimators (registered lazily by :mod:`dare.trainers.plugin`)."""

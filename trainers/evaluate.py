@@ -1,0 +1,62 @@
+"""Automatic evaluation of a trained checkpoint through the harness runner, with the link to its training.
+
+The run record's ``model.training`` names the training run, the algorithm, the base model, the step, the
+training config and the inline ``curve`` ([{step, reward, accuracy}, ...]) that the leaderboard draws
+next to the trained model.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from dare.harness import config as hcfg
+from dare.harness.engine import EngineContext
+from dare.harness.registry import engines
+from dare.harness.runner import EvalPlan, run_eval
+
+log = logging.getLogger(__name__)
+
+
+class TrainedModelEngine:
+    """Any engine, with ``model_info().training`` filled in (everything else is delegated)."""
+
+    def __init__(self, inner, training: dict[str, Any]):
+        self._inner, self._training = inner, training
+        self.name, self.version = inner.name, inner.version
+
+    def __getattr__(self, attr: str):
+        return getattr(self._inner, attr)
+
+    def model_info(self):
+        return self._inner.model_info().model_copy(update={"training": self._training})
+
+
+def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """{step, reward, accuracy} per logged step (SFT rows carry the loss instead of rewards)."""
+    keys = ("reward", "accuracy", "sft_loss")
+    return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows]
+
+
+def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | None, command: list[str]) -> Path:
+    """Evaluate ``checkpoint`` on the training suite with the evaluation DecodingConfig; returns the run dir."""
+    cfg = trainer.config
+    step = int(checkpoint.name.split("-")[1])
+    training = {
+        "run": trainer.run_dir.name, "run_dir": str(trainer.run_dir), "algorithm": trainer.algorithm.name,
+        "algorithm_config": trainer.algorithm.config.model_dump(mode="json"), "base_model": trainer.model_name,
+        "base_model_path": str(trainer.base_path), "step": step, "checkpoint": str(checkpoint),
+        "config": cfg.model_dump(mode="json"), "curve": curve(trainer.metrics.rows()),
+    }
+    name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
+    ctx = EngineContext(model_name=name, model_spec=trainer.spec, model_path=checkpoint,
+                        device=str(trainer.policy.device),
+                        options={"dtype": cfg.dtype})
+    engine = TrainedModelEngine(engines.get(cfg.engine)(ctx), training)
+    plan = EvalPlan(suite=hcfg.suite(cfg.suite), decoding=trainer.decoding, engine=engine, model_name=name,
+                    out_dir=out_dir, cache_dir=out_dir / ".cache", limit=limit,
+                    flags=[f"limit={limit}"] if limit else [], command=command)
+    run_dir = run_eval(plan)
+    log.info("evaluation of %s written to %s", checkpoint, run_dir)
+    return run_dir

@@ -1,0 +1,121 @@
+"""Rollouts with a backend engine and the suite's DecodingConfig, turned into :class:`RolloutBatch` es.
+
+The engine decodes exactly as in evaluation (same chat template, decoder, DecodingConfig); its network is
+the policy's own (shared parameters, so no weight copy) unless the rollout runs in another dtype, in
+which case the weights are synced before every rollout (DARE's / DiRL's online weight update).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from dare.backends.models.tokenizer import render_prompt
+from dare.harness.config import SHIPPED_CONFIGS
+from dare.harness.engine import GenerationRequest, request_seed
+from dare.harness.errors import ModelError
+from dare.harness.records import DecodingConfig, Generation
+from dare.harness.verifiers import verifiers
+
+from .batch import RolloutBatch
+from .data import TrainItem, left_pad, stop_mask
+
+log = logging.getLogger(__name__)
+
+
+def use_chat_template(loaded, spec) -> bool:
+    """Whether prompts go through the chat template: the same rule as the torch engine."""
+    if spec is None or spec.chat_template == "tokenizer":
+        return bool(loaded.tokenizer.chat_template) or spec is not None
+    if spec.chat_template == "none":
+        return False
+    path = Path(spec.chat_template)
+    loaded.tokenizer.chat_template = (path if path.is_absolute() else SHIPPED_CONFIGS / "models" / path).read_text()
+    return True
+
+
+def prompt_ids(loaded, spec, messages) -> list[int]:
+    text = render_prompt(loaded.tokenizer, [{"role": m.role, "content": m.content} for m in messages],
+                         use_chat_template(loaded, spec))
+    ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise ModelError("a training prompt tokenises to nothing; check the chat template")
+    return ids
+
+
+class Verifiers:
+    """One verifier instance per benchmark, built with the benchmark's arguments; closed at the end."""
+
+    def __init__(self):
+        self._built: dict[str, object] = {}
+
+    def get(self, spec):
+        if spec.name not in self._built:
+            self._built[spec.name] = verifiers.get(spec.verifier)(**spec.verifier_args)
+        return self._built[spec.name]
+
+    def close(self) -> None:
+        for v in self._built.values():
+            v.close()
+
+
+def rollout_batch(engine, spec, items: list[TrainItem], decoding: DecodingConfig, seed: int,
+                  count_padding: bool, trajectory: bool) -> tuple[RolloutBatch, list[Generation]]:
+    """Generate ``decoding.num_samples`` completions per item; rows are item-major (group = item)."""
+    loaded = engine.model
+    requests = [GenerationRequest(f"{it.sample.id}", i, it.messages, request_seed(seed, it.sample.id, i))
+                for it in items for i in range(decoding.num_samples)]
+    gens = engine.generate(requests, decoding)
+    prompts = [prompt_ids(loaded, spec, it.messages) for it in items for _ in range(decoding.num_samples)]
+    p_ids, p_mask = left_pad(prompts, loaded.pad_id)
+    completion = torch.tensor([g.token_ids for g in gens], dtype=torch.long)
+    ended = stop_mask(completion, loaded.stop_ids)
+    bidirectional = loaded.arch.attention == "bidirectional"
+    mask = torch.ones_like(ended) if count_padding and bidirectional else ended
+    commit = None
+    if trajectory:
+        if any(g.trajectory is None for g in gens):
+            raise ModelError("the engine returned no trajectory; it cannot record step maps")
+        commit = torch.tensor([g.trajectory.commit_step for g in gens], dtype=torch.long)
+    groups = torch.arange(len(items)).repeat_interleave(decoding.num_samples)
+    batch = RolloutBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=completion, completion_mask=mask,
+                         completion_attn=torch.ones_like(mask), group_ids=groups, commit_step=commit)
+    return batch, gens
+
+
+def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generation], k: int):
+    """Rewards (B,) = verifier scores, and passed (B,) bool; infrastructure errors score 0 and are counted."""
+    verdicts = [verifier_pool.get(items[i // k].benchmark)(items[i // k].sample, g.text) for i, g in enumerate(gens)]
+    rewards = torch.tensor([v.score for v in verdicts], dtype=torch.float32)
+    passed = torch.tensor([v.passed for v in verdicts], dtype=torch.bool)
+    errors = sum(v.status == "error" for v in verdicts)
+    return rewards, passed, errors
+
+
+def supervised_batch(loaded, spec, items: list[TrainItem], verifier_pool: Verifiers,
+                     count_padding: bool) -> RolloutBatch:
+    """(prompt, gold completion + EOS) pairs, right-padded with the pad id. Masked-diffusion models see and
+    (with ``count_padding``) learn the padding, LLaDA style; block-diffusion models never see it."""
+    prompts, responses = [], []
+    for it in items:
+        gold = verifier_pool.get(it.benchmark).gold_completion(it.sample)
+        if gold is None:
+            continue
+        prompts.append(prompt_ids(loaded, spec, it.messages))
+        responses.append(loaded.tokenizer(gold, add_special_tokens=False)["input_ids"] + [loaded.eos_id])
+    if not responses:
+        raise ModelError("no gold completions for this batch; the verifier cannot render reference answers")
+    p_ids, p_mask = left_pad(prompts, loaded.pad_id)
+    width = max(len(r) for r in responses)
+    c_ids = torch.full((len(responses), width), loaded.pad_id, dtype=torch.long)
+    real = torch.zeros((len(responses), width), dtype=torch.bool)
+    for i, r in enumerate(responses):
+        c_ids[i, :len(r)] = torch.tensor(r)
+        real[i, :len(r)] = True
+    bidirectional = loaded.arch.attention == "bidirectional"
+    attn = torch.ones_like(real) if bidirectional else real
+    mask = attn if count_padding and bidirectional else real
+    return RolloutBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=c_ids, completion_mask=mask,
+                        completion_attn=attn, group_ids=torch.arange(len(responses)))

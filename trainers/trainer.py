@@ -1,0 +1,258 @@
+"""The local trainer: one process, CPU or one GPU, any registered algorithm.
+
+Per step: rollout (engine + the suite's DecodingConfig, evaluation's prompts) -> rewards (the suite's
+verifiers) -> estimator noise -> old / reference / rollout-copy log-probs -> advantages -> ``inner_steps``
+optimizer updates (micro-batches accumulate exactly: see ``LossOutput.weight``) -> metrics line ->
+checkpoint. Data order, rollout seeds and noise depend only on (seed, step): a killed run rerun with the
+same command resumes from its last checkpoint and continues with the same batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dare.backends.models.loader import load_model
+from dare.harness import config as hcfg
+from dare.harness.engine import EngineContext
+from dare.harness.errors import ConfigError
+from dare.harness.models import resolve
+from dare.harness.registry import engines
+
+from . import checkpoint as ckpt
+from .api import Needs, build_algorithm
+from .batch import RolloutBatch
+from .config import TrainConfig, resolve_algorithm
+from .data import batch_indices, train_items
+from .lora import BaseModelPolicy, apply_lora, load_adapter_state, plain_state
+from .policy import ModelPolicy
+from .rollout import Verifiers, rollout_batch, score, supervised_batch
+
+log = logging.getLogger(__name__)
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_KNOWN_TRAJECTORY_ENGINES = {"torch": True}  # until engines declare ``records_trajectory`` themselves
+
+
+def check_engine(engine_cls, name: str, needs: Needs) -> None:
+    """Refuse engines that cannot serve the algorithm, before anything is loaded."""
+    records = getattr(engine_cls, "records_trajectory", _KNOWN_TRAJECTORY_ENGINES.get(name, False))
+    if needs.rollout and needs.trajectory and not records:
+        raise ConfigError(f"this algorithm needs decoding trajectories and engine {name!r} cannot record them; "
+                          "use --engine torch")
+    if not isinstance(getattr(engine_cls, "model", None), property):
+        what = "roll out a live policy" if needs.rollout else "hold a trainable model"
+        raise ConfigError(f"engine {name!r} cannot {what} (it has no in-process model); use --engine torch")
+
+
+class Timer:
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.perf_counter() - began, 4)
+
+
+class LocalTrainer:
+    def __init__(self, config: TrainConfig, run_dir: Path):
+        self.config, self.run_dir = config, run_dir
+        algo_name, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
+        self.algorithm = build_algorithm(algo_name, settings)
+        self.needs = self.algorithm.requirements()
+        self.items = train_items(config.suite)
+        engine_cls = engines.get(config.engine)
+        check_engine(engine_cls, config.engine, self.needs)
+        model = resolve(config.model, config.model_path)
+        self.model_name, self.spec, self.base_path = model.name, model.spec, Path(model.path)
+        self.metrics = ckpt.MetricsLog(run_dir / "metrics.jsonl")
+        resume = ckpt.latest(run_dir)
+        if resume is not None:  # refuse before loading anything when the settings changed
+            ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
+        device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        lora = config.lora_rank > 0
+        # LoRA runs restart from the base weights plus the saved adapters (exact resume of the optimizer)
+        start_path = self.base_path if lora or resume is None else resume
+        self.engine = self._engine(engine_cls, start_path, device, config.dtype)
+        self.decoding, self.rollout_decoding = self._decodings()
+        loaded = self.engine.model
+        if lora:
+            wrapped = apply_lora(loaded.net, config.lora_rank, config.lora_alpha, config.lora_dropout,
+                                 tuple(config.lora_targets), seed=config.seed)
+            if not wrapped:
+                raise ConfigError(f"lora_targets {list(config.lora_targets)} match no linear layer of this model")
+        else:
+            loaded.net.requires_grad_(True)
+        block = self.decoding.block_length if loaded.arch.attention == "block_causal" else None
+        self.policy = ModelPolicy(loaded, block, config.chunk_size, config.packed)
+        self.estimator = self.algorithm.bind(self.policy.attention)
+        ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
+        self.reference = None
+        if self.needs.reference:
+            self.reference = BaseModelPolicy(self.policy) if lora else self._frozen(load_model(
+                self.base_path, loaded.arch.name, mask_id=loaded.mask_id, eos_id=loaded.eos_id, device=device,
+                dtype=_DTYPES[config.dtype]))
+        self.rollout_engine, self.rollout_policy = self.engine, None
+        if config.rollout_dtype and config.rollout_dtype != config.dtype:
+            self.rollout_engine = self._engine(engine_cls, start_path, device, config.rollout_dtype)
+            self.rollout_policy = self._frozen(self.rollout_engine.model)
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.start_step = 0
+        if resume is None:
+            self.metrics.truncate(0)  # lines of an attempt killed before its first checkpoint
+        else:
+            state = ckpt.load_state(resume)
+            if lora:
+                load_adapter_state(loaded.net, state["lora"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.start_step = state["step"]
+            self.metrics.truncate(self.start_step)
+            log.info("resuming %s from step %d", run_dir, self.start_step)
+        self.verifiers = Verifiers()
+
+    def _lr_factor(self, update: int) -> float:
+        """Linear warm-up over ``warmup_steps`` updates, then constant or cosine to 0 at the last update."""
+        cfg = self.config
+        if update < cfg.warmup_steps:
+            return (update + 1) / (cfg.warmup_steps + 1)
+        if cfg.lr_schedule == "constant":
+            return 1.0
+        total = max(cfg.steps * self.algorithm.config.inner_steps - cfg.warmup_steps, 1)
+        return 0.5 * (1 + math.cos(math.pi * min(update - cfg.warmup_steps, total) / total))
+
+    def _engine(self, engine_cls, path: Path, device: str, dtype: str):
+        options = {"dtype": dtype, "record_trajectory": self.needs.trajectory}
+        ctx = EngineContext(model_name=self.model_name, model_spec=self.spec, model_path=path, device=device,
+                            options=options)
+        return engine_cls(ctx)
+
+    def _frozen(self, loaded) -> ModelPolicy:
+        loaded.net.requires_grad_(False)
+        return ModelPolicy(loaded, self.policy.block_size, self.config.chunk_size, self.config.packed)
+
+    def _decodings(self):
+        cfg = self.config
+        base = self.spec.decoding_for(cfg.suite) if self.spec else {}
+        defaults = self.engine.decoding_defaults() if hasattr(self.engine, "decoding_defaults") else {}
+        evaluation = hcfg.decoding_with_overrides({**base, **defaults}, cfg.decoding, source="decoding")
+        rows = cfg.prompts_per_step * cfg.group_size
+        rollout = {"num_samples": cfg.group_size, "batch_size": rows, **cfg.rollout_decoding}
+        return evaluation, hcfg.decoding_with_overrides(evaluation.model_dump(), rollout, source="rollout_decoding")
+
+    # ---------------------------------------------------------------- one step
+    def _batch(self, step: int, timer: Timer, row: dict[str, Any]) -> RolloutBatch:
+        cfg = self.config
+        items = [self.items[i] for i in batch_indices(len(self.items), cfg.prompts_per_step, step, cfg.seed)]
+        count_padding = self.algorithm.config.count_padding
+        if not self.needs.rollout:
+            with timer("data"):
+                return supervised_batch(self.engine.model, self.spec, items, self.verifiers, count_padding)
+        with timer("rollout"):
+            if self.rollout_policy is not None:  # online weight update of the low-precision rollout copy
+                self.rollout_policy.net.load_state_dict(plain_state(self.policy.net))
+            batch, gens = rollout_batch(self.rollout_engine, self.spec, items, self.rollout_decoding,
+                                        cfg.seed * 1_000_003 + step, count_padding, self.needs.trajectory)
+        with timer("reward"):
+            rewards, passed, errors = score(self.verifiers, items, gens, self.rollout_decoding.num_samples)
+        batch.rewards = rewards
+        lengths = batch.completion_mask.sum(1).float()
+        row.update(reward=float(rewards.mean()), reward_std=float(rewards.std()) if len(rewards) > 1 else 0.0,
+                   accuracy=float(passed.float().mean()), completion_length=float(lengths.mean()),
+                   verifier_errors=errors, nfe=float(sum(g.nfe or 0 for g in gens)) / len(gens))
+        return batch
+
+    @torch.no_grad()
+    def _logp(self, policy: ModelPolicy, batch: RolloutBatch) -> torch.Tensor:
+        """Estimator log-probs for every noise set: (S, B, T)."""
+        out = []
+        for noise_index in range(len(batch.noise)):
+            parts = []
+            for start in range(0, batch.size, self.config.micro_batch_size):
+                mb = batch.select(slice(start, start + self.config.micro_batch_size))
+                parts.append(self.estimator.estimate(policy, mb, mb.noise[noise_index]).token_logp)
+            out.append(torch.cat(parts))
+        return torch.stack(out)
+
+    def _update(self, batch: RolloutBatch) -> dict[str, float]:
+        cfg, params = self.config, [p for p in self.policy.parameters() if p.requires_grad]
+        summed: dict[str, float] = {}
+        first: dict[str, float] = {}
+        for inner in range(self.algorithm.config.inner_steps):
+            self.optimizer.zero_grad(set_to_none=True)
+            total, stats = 0.0, {}
+            for start in range(0, batch.size, cfg.micro_batch_size):
+                out = self.algorithm.loss(self.policy, batch.select(slice(start, start + cfg.micro_batch_size)), inner)
+                (out.loss * out.weight).backward()
+                total += out.weight
+                for k, v in {"loss": float(out.loss.detach()), **out.metrics}.items():
+                    stats[k] = stats.get(k, 0.0) + v * out.weight
+            for p in params:
+                if p.grad is not None:
+                    p.grad.div_(max(total, 1e-8))
+            norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or float("inf"))
+            self.optimizer.step()
+            self.scheduler.step()
+            stats = {k: v / max(total, 1e-8) for k, v in stats.items()} | {"grad_norm": float(norm)}
+            if inner == 0:
+                first = stats
+            for k, v in stats.items():
+                summed[k] = summed.get(k, 0.0) + v / self.algorithm.config.inner_steps
+        for key in ("ratio_max_dev", "kl_ref"):  # before any update of this batch: ratio 1, policy == old
+            if key in first:
+                summed[f"first_inner_{key}"] = first[key]
+        return summed
+
+    def step(self, step: int) -> dict[str, Any]:
+        timer, row = Timer(), {"step": step + 1}
+        batch = self._batch(step, timer, row).to(self.policy.device)
+        seed = self.algorithm.config.noise_seed
+        gen = torch.Generator().manual_seed(seed if seed is not None else self.config.seed * 7_919 + step)
+        batch.noise = [self.estimator.draw(batch, gen) for _ in range(self.algorithm.num_noise_sets)]
+        if self.needs.rollout:
+            with timer("old_logp"):
+                batch.old_logp = self._logp(self.policy, batch)
+            if self.reference is not None:
+                with timer("ref_logp"):
+                    batch.ref_logp = self._logp(self.reference, batch)
+            if self.rollout_policy is not None:
+                rollout = self._logp(self.rollout_policy, batch)[0]
+                diff = (rollout - batch.old_logp[0]).abs() * batch.completion_mask
+                row["logp_mismatch_mean"] = float(diff.sum() / batch.completion_mask.sum().clamp(min=1))
+                row["logp_mismatch_max"] = float(diff.max())
+            batch.advantages = self.algorithm.advantages(batch)
+        with timer("update"):
+            row.update(self._update(batch))
+        row["lr"] = self.scheduler.get_last_lr()[0]
+        row["time"] = timer.seconds
+        return row
+
+    def train(self) -> Path | None:
+        """Run from the resume point to ``config.steps``; returns the final checkpoint."""
+        cfg, final = self.config, ckpt.latest(self.run_dir)
+        try:
+            for step in range(self.start_step, cfg.steps):
+                row = self.step(step)
+                # the line goes first: a kill before the checkpoint drops it again on resume (no duplicates)
+                self.metrics.append(row)
+                log.info("step %d: %s", step + 1, {k: v for k, v in row.items() if k != "time"})
+                if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
+                    began = time.perf_counter()
+                    final = ckpt.save(self.run_dir, step + 1, self.policy, self.base_path, self.optimizer,
+                                      {"scheduler": self.scheduler.state_dict(), "fingerprint": cfg.fingerprint()},
+                                      cfg.keep_checkpoints)
+                    log.info("checkpoint %s written in %.2fs", final.name, time.perf_counter() - began)
+        finally:
+            self.verifiers.close()
+        return final
