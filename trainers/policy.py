@@ -12,7 +12,6 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from dare.backends.models.layers import rotary_cos_sin
 
 from .packing import pack
 
@@ -67,13 +66,8 @@ class ModelPolicy(nn.Module):
         return self.net.lm_head.weight.device
 
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """Final normed hidden states (B, L, H); the same computation as ``net.forward`` minus the LM head."""
-        net = self.net
-        cos, sin = rotary_cos_sin(positions, net.args.rotary_dim, net.args.rope_theta)
-        h = net.embed(input_ids)
-        for layer in net.layers:
-            h = layer(h, cos, sin, mask, None)
-        return net.norm(h)
+        """Final normed hidden states (B, L, H): the network without its LM head (applied chunked later)."""
+        return self.net.hidden_states(input_ids, positions, mask)
 
     def token_logp(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
                    index: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

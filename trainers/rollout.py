@@ -8,12 +8,9 @@ which case the weights are synced before every rollout (DARE's / DiRL's online w
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import torch
 
-from dare.backends.models.tokenizer import render_prompt
-from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import GenerationRequest, request_seed
 from dare.harness.errors import ModelError
 from dare.harness.records import DecodingConfig, Generation
@@ -23,26 +20,6 @@ from .batch import RolloutBatch
 from .data import TrainItem, left_pad, stop_mask
 
 log = logging.getLogger(__name__)
-
-
-def use_chat_template(loaded, spec) -> bool:
-    """Whether prompts go through the chat template: the same rule as the torch engine."""
-    if spec is None or spec.chat_template == "tokenizer":
-        return bool(loaded.tokenizer.chat_template) or spec is not None
-    if spec.chat_template == "none":
-        return False
-    path = Path(spec.chat_template)
-    loaded.tokenizer.chat_template = (path if path.is_absolute() else SHIPPED_CONFIGS / "models" / path).read_text()
-    return True
-
-
-def prompt_ids(loaded, spec, messages) -> list[int]:
-    text = render_prompt(loaded.tokenizer, [{"role": m.role, "content": m.content} for m in messages],
-                         use_chat_template(loaded, spec))
-    ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
-    if not ids:
-        raise ModelError("a training prompt tokenises to nothing; check the chat template")
-    return ids
 
 
 class Verifiers:
@@ -61,14 +38,14 @@ class Verifiers:
             v.close()
 
 
-def rollout_batch(engine, spec, items: list[TrainItem], decoding: DecodingConfig, seed: int,
+def rollout_batch(engine, items: list[TrainItem], decoding: DecodingConfig, seed: int,
                   count_padding: bool, trajectory: bool) -> tuple[RolloutBatch, list[Generation]]:
     """Generate ``decoding.num_samples`` completions per item; rows are item-major (group = item)."""
     loaded = engine.model
     requests = [GenerationRequest(f"{it.sample.id}", i, it.messages, request_seed(seed, it.sample.id, i))
                 for it in items for i in range(decoding.num_samples)]
     gens = engine.generate(requests, decoding)
-    prompts = [prompt_ids(loaded, spec, it.messages) for it in items for _ in range(decoding.num_samples)]
+    prompts = [engine.prompt_ids(it.messages) for it in items for _ in range(decoding.num_samples)]
     p_ids, p_mask = left_pad(prompts, loaded.pad_id)
     completion = torch.tensor([g.token_ids for g in gens], dtype=torch.long)
     ended = stop_mask(completion, loaded.stop_ids)
@@ -94,16 +71,16 @@ def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generatio
     return rewards, passed, errors
 
 
-def supervised_batch(loaded, spec, items: list[TrainItem], verifier_pool: Verifiers,
-                     count_padding: bool) -> RolloutBatch:
+def supervised_batch(engine, items: list[TrainItem], verifier_pool: Verifiers, count_padding: bool) -> RolloutBatch:
     """(prompt, gold completion + EOS) pairs, right-padded with the pad id. Masked-diffusion models see and
     (with ``count_padding``) learn the padding, LLaDA style; block-diffusion models never see it."""
+    loaded = engine.model
     prompts, responses = [], []
     for it in items:
         gold = verifier_pool.get(it.benchmark).gold_completion(it.sample)
         if gold is None:
             continue
-        prompts.append(prompt_ids(loaded, spec, it.messages))
+        prompts.append(engine.prompt_ids(it.messages))
         responses.append(loaded.tokenizer(gold, add_special_tokens=False)["input_ids"] + [loaded.eos_id])
     if not responses:
         raise ModelError("no gold completions for this batch; the verifier cannot render reference answers")

@@ -36,12 +36,11 @@ from .rollout import Verifiers, rollout_batch, score, supervised_batch
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-_KNOWN_TRAJECTORY_ENGINES = {"torch": True}  # until engines declare ``records_trajectory`` themselves
 
 
 def check_engine(engine_cls, name: str, needs: Needs) -> None:
     """Refuse engines that cannot serve the algorithm, before anything is loaded."""
-    records = getattr(engine_cls, "records_trajectory", _KNOWN_TRAJECTORY_ENGINES.get(name, False))
+    records = getattr(engine_cls, "records_trajectory", False)
     if needs.rollout and needs.trajectory and not records:
         raise ConfigError(f"this algorithm needs decoding trajectories and engine {name!r} cannot record them; "
                           "use --engine torch")
@@ -158,11 +157,11 @@ class LocalTrainer:
         count_padding = self.algorithm.config.count_padding
         if not self.needs.rollout:
             with timer("data"):
-                return supervised_batch(self.engine.model, self.spec, items, self.verifiers, count_padding)
+                return supervised_batch(self.engine, items, self.verifiers, count_padding)
         with timer("rollout"):
             if self.rollout_policy is not None:  # online weight update of the low-precision rollout copy
                 self.rollout_policy.net.load_state_dict(plain_state(self.policy.net))
-            batch, gens = rollout_batch(self.rollout_engine, self.spec, items, self.rollout_decoding,
+            batch, gens = rollout_batch(self.rollout_engine, items, self.rollout_decoding,
                                         cfg.seed * 1_000_003 + step, count_padding, self.needs.trajectory)
         with timer("reward"):
             rewards, passed, errors = score(self.verifiers, items, gens, self.rollout_decoding.num_samples)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -26,7 +27,7 @@ from dare.backends.models.tokenizer import render_prompt
 from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
-from dare.harness.records import DecodingConfig, Generation, ModelInfo, Trajectory
+from dare.harness.records import DecodingConfig, Generation, Message, ModelInfo, Trajectory
 from dare.harness.registry import decoders
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class TorchEngine:
 
     name = "torch"
     version = "0.1.0"
+    records_trajectory = True  # decoders can return the step map (engine.record_trajectory / DecodingConfig.extra)
 
     def __init__(self, ctx: EngineContext):
         self.ctx = ctx
@@ -89,7 +91,7 @@ class TorchEngine:
             raise ConfigError(f"cache={decoding.cache} is approximate Fast-dLLM caching, not part of the reference "
                               "torch engine; use cache=none here (the block models always use their exact cache)")
         if requests:
-            self._prompt_ids(requests[0])
+            self.prompt_ids(requests[0].messages)
 
     def _use_template(self) -> bool:
         spec = self.ctx.model_spec
@@ -103,12 +105,14 @@ class TorchEngine:
         self.model.tokenizer.chat_template = template.read_text()
         return True
 
-    def _prompt_ids(self, request: GenerationRequest) -> list[int]:
-        messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        text = render_prompt(self.model.tokenizer, messages, self._use_template())
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of the prompt the decoder sees: chat template applied (a trailing assistant message is
+        continued). Trainers use this too, so likelihoods are computed on exactly the decoded prompt."""
+        rendered = [{"role": m.role, "content": m.content} for m in messages]
+        text = render_prompt(self.model.tokenizer, rendered, self._use_template())
         ids = self.model.tokenizer(text, add_special_tokens=False)["input_ids"]
         if not ids:
-            raise ModelError(f"request {request.sample_id!r} tokenises to an empty prompt")
+            raise ModelError("a prompt tokenises to nothing; check the model's chat template and tokenizer")
         return ids
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
@@ -122,7 +126,7 @@ class TorchEngine:
     def _generate_batch(self, batch: list[GenerationRequest], decoding: DecodingConfig, decode) -> list[Generation]:
         model = self.model
         began = time.perf_counter()
-        prompts = [self._prompt_ids(r) for r in batch]
+        prompts = [self.prompt_ids(r.messages) for r in batch]
         canvas = Canvas.build(prompts, decoding.gen_length, model.mask_id, model.pad_id, model.device)
         # one generator per request on the model's device: noise never depends on the batch around it
         gens = [torch.Generator(device=model.device).manual_seed(r.seed) for r in batch]

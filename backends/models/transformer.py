@@ -73,10 +73,10 @@ class DiffusionTransformer(nn.Module):
         self.norm = RMSNorm(args.hidden_size, args.norm_eps)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
-                cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
-        """input_ids/positions (B, L) -> logits (B, L, V) in the parameters' dtype; with ``logits_range``
-        (lo, hi) only the logits of query positions lo..hi-1 are computed (B, hi - lo, V)."""
+    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
+                      cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
+        """input_ids/positions (B, L) -> final normed hidden states (B, L, H); with ``logits_range`` (lo, hi)
+        only query positions lo..hi-1 (B, hi - lo, H). Trainers apply the LM head themselves, in chunks."""
         cos, sin = rotary_cos_sin(positions, self.args.rotary_dim, self.args.rope_theta)
         h = self.embed(input_ids)
         for layer in self.layers:
@@ -85,7 +85,13 @@ class DiffusionTransformer(nn.Module):
             cache.finish_call()
         if logits_range is not None:
             h = h[:, logits_range[0]:logits_range[1]]
-        return self.lm_head(self.norm(h))
+        return self.norm(h)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
+                cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
+        """input_ids/positions (B, L) -> logits (B, L, V) in the parameters' dtype; with ``logits_range``
+        (lo, hi) only the logits of query positions lo..hi-1 are computed (B, hi - lo, V)."""
+        return self.lm_head(self.hidden_states(input_ids, positions, mask, cache, logits_range))
 
     def init_random(self, generator: torch.Generator, std: float = 0.02) -> None:
         """Random N(0, std) weights, unit norms, small expert biases: for tiny test checkpoints."""

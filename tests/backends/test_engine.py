@@ -60,7 +60,7 @@ def test_seed_reproduces_and_temperature_diversifies(engines, arch):
 
 def test_chat_template_and_assistant_prefix(engines):
     engine = engines["llada"]
-    ids = engine._prompt_ids(_requests(2)[1])
+    ids = engine.prompt_ids(_requests(2)[1].messages)
     text = engine.model.tokenizer.decode(ids)
     assert text.startswith("<|startoftext|><|start_header_id|>user") and text.endswith(
         "<|start_header_id|>assistant<|end_header_id|>\n\nAnswer:")

@@ -70,7 +70,7 @@ def sdar_rollout(tiny):
                               temperature=0.0, num_samples=1, batch_size=3)
     items = [_Item(_Sample(f"s{i}"), (Message(role="user", content=text),))
              for i, text in enumerate(["Solve 12+7", "A longer prompt about sudoku grids", "x"])]
-    batch, gens = rollout_batch(engine, None, items, decoding, seed=0, count_padding=False, trajectory=True)
+    batch, gens = rollout_batch(engine, items, decoding, seed=0, count_padding=False, trajectory=True)
     return engine, batch
 
 
@@ -180,18 +180,6 @@ def test_packing_puts_short_sequences_side_by_side(tiny):
     assert torch.allclose(padded, packed, atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", ["llada", "dream", "sdar"])
-def test_trainer_prompts_are_the_engine_prompts(tiny, arch):
-    """The trainer re-tokenises prompts for the likelihood passes: they must be the tokens the engine decoded."""
-    from dare.harness.engine import GenerationRequest
-    from dare.trainers.rollout import prompt_ids
-
-    engine = TorchEngine(EngineContext(model_name="tiny", model_path=tiny[arch], device="cpu"))
-    messages = (Message(role="user", content="Solve: 0321003004002100"), Message(role="assistant", content="<answer>"))
-    request = GenerationRequest("s", 0, messages, 0)
-    assert prompt_ids(engine.model, None, messages) == engine._prompt_ids(request)
-
-
 @pytest.mark.parametrize("arch, steps", [("llada", 12), ("llada", 3), ("dream", 6)])
 def test_masked_diffusion_replay_reproduces_the_greedy_decoder(tiny, arch, steps):
     remasking = "low_confidence" if arch == "llada" else "maskgit_plus"
@@ -200,7 +188,7 @@ def test_masked_diffusion_replay_reproduces_the_greedy_decoder(tiny, arch, steps
     decoding = DecodingConfig(gen_length=12, steps=steps, block_length=4, remasking=remasking, temperature=0.0,
                               num_samples=1, batch_size=2)
     items = [_Item(_Sample(f"s{i}"), (Message(role="user", content=t),)) for i, t in enumerate(["hi", "a longer one"])]
-    batch, _ = rollout_batch(engine, None, items, decoding, seed=0, count_padding=True, trajectory=True)
+    batch, _ = rollout_batch(engine, items, decoding, seed=0, count_padding=True, trajectory=True)
     policy = ModelPolicy(engine.model)
     with torch.no_grad():
         got = build_estimator("mdm_trajectory", {"steps_per_forward": 3}).estimate(policy, batch, {}).token_logp
