@@ -11,8 +11,7 @@ from dare.harness.verifiers import verifiers
 
 from .helpers import dare_eval, run_record, write_completions
 
-FAST = ["sudoku", "countdown", "aime2024", "aime2025"]
-SLOW = ["gsm8k", "math500"]
+BENCHMARKS = ["sudoku", "countdown", "aime2024", "aime2025", "gsm8k", "math500"]
 
 
 def gold_rows(benchmark: str) -> list[tuple[str, str]]:
@@ -43,12 +42,6 @@ def check(tmp_path, benchmark):
     assert wrong["metrics"][benchmark]["accuracy"]["value"] < 0.05
 
 
-@pytest.mark.parametrize("benchmark", FAST)
+@pytest.mark.parametrize("benchmark", BENCHMARKS)
 def test_gold_answers_score_full_and_rotated_score_low(tmp_path, benchmark):
-    check(tmp_path, benchmark)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("benchmark", SLOW)
-def test_gold_math_full_sets(tmp_path, benchmark):
     check(tmp_path, benchmark)
