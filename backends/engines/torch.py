@@ -61,7 +61,8 @@ class TorchEngine:
             spec = self.ctx.model_spec
             dtype = _DTYPES.get(str(self.ctx.options.get("dtype"))) if self.ctx.options.get("dtype") else None
             self._model = load_model(self.path, self.arch.name, mask_id=spec.mask_id if spec else None,
-                                     eos_id=spec.eos_id if spec else None, device=self.device, dtype=dtype)
+                                     eos_id=spec.eos_id if spec else None, device=self.device, dtype=dtype,
+                                     attention=str(self.ctx.options.get("attention", "auto")))
         return self._model
 
     def model_info(self) -> ModelInfo:

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import sdpa
+
 
 class RMSNorm(nn.Module):
     """``x * rsqrt(mean(x^2) + eps) * weight``, computed in float32 and cast back (no Gemma ``1 + w``)."""
@@ -65,6 +67,7 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, args.norm_eps) if args.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, args.norm_eps) if args.qk_norm else None
         self.fused = args.fused_qkv
+        self.kernel = sdpa  # swapped by DiffusionTransformer.use_attention
 
     def forward(self, x, cos, sin, mask, cache=None) -> torch.Tensor:
         """x (B, L, H); cos/sin (B, L, rot); mask bool (B, 1, L, K) or None (full); returns (B, L, H)."""
@@ -82,10 +85,7 @@ class Attention(nn.Module):
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         if cache is not None:
             k, v = cache.update(self.layer_idx, k, v)
-        if self.n_kv != self.n_heads:
-            k = k.repeat_interleave(self.n_heads // self.n_kv, dim=1)
-            v = v.repeat_interleave(self.n_heads // self.n_kv, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = self.kernel(q, k, v, mask)
         return self.o(out.transpose(1, 2).reshape(b, n, -1))
 
 

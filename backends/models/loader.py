@@ -98,8 +98,10 @@ def resolve_special_ids(arch: Architecture, config: dict, tok, vocab: int, mask_
 
 
 def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None = None, eos_id: int | None = None,
-               device: str | torch.device = "cpu", dtype: torch.dtype | None = None) -> LoadedModel:
-    """Build the network on ``device`` (float32 on CPU, bfloat16 on CUDA unless ``dtype``) and load weights."""
+               device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
+               attention: str = "auto") -> LoadedModel:
+    """Build the network on ``device`` (float32 on CPU, bfloat16 on CUDA unless ``dtype``) and load weights;
+    ``attention`` picks the kernel (see :mod:`.attention`)."""
     path = Path(path).expanduser()
     config = read_config(path)
     arch = detect_architecture(config, arch_name)
@@ -110,6 +112,7 @@ def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None 
     with torch.device("meta"):
         net = DiffusionTransformer(args)
     load_state(net, arch, path, dtype=dtype, device=device)
+    net.use_attention(attention)
     net.eval().requires_grad_(False)
     log.info("loaded %s (%s) from %s on %s", arch.name, dtype, path, device)
     return LoadedModel(arch, net, tok, config, mask, eos, pad, stops)

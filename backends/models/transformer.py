@@ -73,6 +73,15 @@ class DiffusionTransformer(nn.Module):
         self.norm = RMSNorm(args.hidden_size, args.norm_eps)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
+    def use_attention(self, name: str) -> str:
+        """Select the attention kernel (``auto``, ``sdpa``, ``flash``, ``flex``); returns the one chosen."""
+        from .attention import kernels, resolve
+
+        chosen = resolve(name, self.embed.weight.device)
+        for layer in self.layers:
+            layer.attn.kernel = kernels.get(chosen)
+        return chosen
+
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
                       cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
         """input_ids/positions (B, L) -> final normed hidden states (B, L, H); with ``logits_range`` (lo, hi)

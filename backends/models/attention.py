@@ -1,0 +1,73 @@
+"""Attention kernels, chosen at run time: SDPA everywhere, flash-attn or FlexAttention on a GPU.
+
+Every kernel takes post-RoPE ``q`` (B, Hq, L, D), ``k``/``v`` (B, Hkv, K, D) and a boolean ``mask``
+(B, 1, L, K), True = may attend, or None for full attention, and returns (B, Hq, L, D). ``auto`` picks
+flash-attn when it is installed and the tensors are on CUDA in half precision, else SDPA. flash-attn
+has no arbitrary masks, so calls with a mask (padding, block-causal) fall back to SDPA; FlexAttention
+turns the dense mask into a block mask (worth it for long block-causal canvases).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from dare.harness.errors import ConfigError, PrerequisiteError
+from dare.harness.registry import Registry
+
+Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+kernels: Registry[Kernel] = Registry("attention kernel")
+
+
+def _repeat_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    groups = q.shape[1] // k.shape[1]
+    if groups == 1:
+        return k, v
+    return k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+
+
+@kernels.register("sdpa")
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    k, v = _repeat_kv(q, k, v)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@kernels.register("flash")
+def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is not None or q.device.type != "cuda" or q.dtype not in (torch.float16, torch.bfloat16):
+        return sdpa(q, k, v, mask)
+    from flash_attn import flash_attn_func  # (B, L, H, D) layout, GQA native, non-causal
+
+    out = flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=False)
+    return out.transpose(1, 2)
+
+
+@kernels.register("flex")
+def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    block_mask = None
+    if mask is not None:
+        dense = mask[:, 0]
+
+        def mask_mod(b, h, q_idx, kv_idx):
+            return dense[b, q_idx, kv_idx]
+
+        block_mask = create_block_mask(mask_mod, dense.shape[0], None, q.shape[2], k.shape[2], device=q.device)
+    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def resolve(name: str, device: torch.device | str) -> str:
+    """The kernel name to use for ``name`` (``auto`` or a registered kernel) on ``device``."""
+    on_gpu = torch.device(device).type == "cuda"
+    if name == "auto":
+        return "flash" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
+    kernels.get(name)  # unknown names fail with suggestions
+    if name == "flash" and not importlib.util.find_spec("flash_attn"):
+        raise PrerequisiteError("attention=flash needs flash-attn: pip install flash-attn --no-build-isolation (CUDA only)")
+    if name in ("flash", "flex") and not on_gpu:
+        raise ConfigError(f"attention={name} runs on a CUDA device only; use attention=sdpa (or auto) on {device}")
+    return name
