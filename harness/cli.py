@@ -10,10 +10,11 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from . import config as cfg
 from . import overrides
+from .cliutil import Parser
 from .data import load_rows
 from .engine import EngineContext
 from .errors import DareError, InputError
@@ -26,12 +27,6 @@ from .runner import EvalPlan, run_eval
 
 log = logging.getLogger("dare.eval")
 PROG = "dare-eval"
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
 
 
 def build_parser() -> Parser:
@@ -49,6 +44,8 @@ def build_parser() -> Parser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting: a decoding field (gen_length=256, steps=128, block_length=32, temperature=0.7, "
                    "num_samples=8, batch_size=4, ...), verifier.OPTION=V or engine.OPTION=V; repeatable")
+    p.add_argument("--workers", type=int, default=1,
+                   help="data-parallel engine replicas as Ray actors (one per GPU, or per CPU core); needs the rl extra")
     p.add_argument("--device", help="torch device for model engines (default: cuda if available, else cpu)")
     p.add_argument("--unsafe-local-exec", action="store_true",
                    help="let code verification run without OS isolation when none is available (recorded in run.json)")
@@ -107,7 +104,12 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
     ctx = EngineContext(model_name=model.name, model_spec=model.spec, model_path=model.path,
                         completions=Path(args.completions) if args.completions else None, device=args.device,
                         options=sets.engine, sample_ids=sample_ids)
-    engine = engine_cls(ctx)
+    if args.workers != 1:
+        from .parallel import ParallelEngine  # Ray only when asked for
+
+        engine = ParallelEngine(args.backend, ctx, args.workers)
+    else:
+        engine = engine_cls(ctx)
     defaults: dict[str, Any] = engine.decoding_defaults() if hasattr(engine, "decoding_defaults") else {}
     decoding: DecodingConfig = cfg.decoding_with_overrides({**base, **defaults}, sets.decoding, source="--set")
     flags = [f"limit={args.limit}"] if args.limit is not None else []

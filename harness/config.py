@@ -103,7 +103,8 @@ def load_yaml_model(path: Path, model: type[M]) -> M:
 
 
 @functools.cache
-def _catalog(kind: str) -> dict[str, Path]:
+def catalog(kind: str) -> dict[str, Path]:
+    """Config name -> file for a kind (a folder of configs/: benchmarks, suites, models, prompts, ...)."""
     found: dict[str, Path] = {}
     for root in config_dirs():
         for path in sorted((root / kind).glob("*.yaml")) if (root / kind).is_dir() else []:
@@ -113,11 +114,11 @@ def _catalog(kind: str) -> dict[str, Path]:
 
 def names(kind: str) -> list[str]:
     """Names of the configs of a kind: 'benchmarks', 'suites' or 'models'."""
-    return sorted(_catalog(kind))
+    return sorted(catalog(kind))
 
 
 def _load(kind: str, name: str, model: type[M], what: str) -> M:
-    path = _catalog(kind).get(name)
+    path = catalog(kind).get(name)
     if path is None:
         raise RegistryError(f"unknown {what} {name!r}{did_you_mean(name, names(kind))} (available: {', '.join(names(kind))})")
     spec = load_yaml_model(path, model)
@@ -138,18 +139,18 @@ def model(name: str) -> ModelSpec:
 
 def model_config_path(name: str) -> Path:
     model(name)
-    return _catalog("models")[name]
+    return catalog("models")[name]
 
 
 @functools.cache
 def suite(name: str) -> SuiteSpec:
     """A suite from configs/suites, or the implicit one-benchmark suite named after a benchmark."""
-    if name in _catalog("suites"):
+    if name in catalog("suites"):
         spec = _load("suites", name, SuiteSpec, "suite")
         for b in spec.benchmarks:
             benchmark(b)
         return spec
-    if name in _catalog("benchmarks"):
+    if name in catalog("benchmarks"):
         return SuiteSpec(name=name, benchmarks=[name])
     raise RegistryError(f"unknown suite {name!r}{did_you_mean(name, suite_names())} (available: {', '.join(suite_names())})")
 

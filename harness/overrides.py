@@ -11,8 +11,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
+from .cliutil import parse_assignment
 from .errors import ConfigError
 from .records import DecodingConfig
 
@@ -31,15 +30,11 @@ def parse(items: list[str]) -> Overrides:
     problems: list[str] = []
     fields = sorted(DecodingConfig.model_fields)
     for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            problems.append(f"{item!r} is not KEY=VALUE")
-            continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+            key, value = parse_assignment(item)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
         section, dot, name = key.partition(".")
         if not dot:
             section, name = "decoding", key

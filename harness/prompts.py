@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .config import Spec, _catalog, _load
+from .config import Spec, _load, catalog
 from .errors import DataError
 from .records import Message, Sample, canonical_json, sha256_text
 
@@ -68,4 +68,4 @@ def template(name: str) -> PromptTemplate:
 
 
 def template_names() -> list[str]:
-    return sorted(_catalog("prompts"))
+    return sorted(catalog("prompts"))

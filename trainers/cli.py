@@ -11,22 +11,16 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-import yaml
 
+from dare.harness.cliutil import Parser, parse_assignment
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.registry import algorithms, estimators
 from dare.harness.rundir import slug
 
 PROG = "dare-train"
 log = logging.getLogger("dare.train")
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
 
 
 def build_parser() -> Parser:
@@ -61,7 +55,7 @@ def _first_line(doc: str | None) -> str:
 def list_everything() -> str:
     from dare.trainers import plugin  # noqa: F401  (registers the built-ins)
 
-    from .config import load_yaml_model, preset_names, AlgorithmPreset, _catalog
+    from .config import load_yaml_model, preset_names, AlgorithmPreset, catalog
 
     lines = ["algorithms:"]
     classes = {id(c): c for c in (algorithms.get(n) for n in algorithms.names())}
@@ -75,7 +69,7 @@ def list_everything() -> str:
         lines.append(f"  {name} ({kind}{', needs ' + '+'.join(wants) if wants else ''}{extra}): {doc}")
     lines.append("presets (configs/algorithms):")
     for name in preset_names():
-        preset = load_yaml_model(_catalog("algorithms")[name], AlgorithmPreset)
+        preset = load_yaml_model(catalog("algorithms")[name], AlgorithmPreset)
         lines.append(f"  {name} -> {preset.algorithm}: {preset.description}")
     lines.append("estimators:")
     for name in estimators.names():
@@ -92,15 +86,12 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
     flags: dict[str, Any] = {}
     problems = []
     for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(f"{item!r} is not KEY=VALUE")
-            continue
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        head, dot, rest = key.strip().partition(".")
+            key, value = parse_assignment(item)
+        except ValueError as exc:
+            problems.append(str(exc))
+            continue
+        head, dot, rest = key.partition(".")
         if dot and head in sections:
             flags.setdefault(sections[head], {})[rest] = value
         elif dot:

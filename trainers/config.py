@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dare.harness.config import config_dirs, load_yaml_model, validation_problems
+from dare.harness.config import catalog, load_yaml_model, validation_problems
 from dare.harness.errors import ConfigError, RegistryError
 from dare.harness.registry import algorithms, did_you_mean
 
@@ -78,21 +78,13 @@ class TrainConfig(BaseModel):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _catalog(kind: str) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for root in config_dirs():
-        for path in sorted((root / kind).glob("*.yaml")) if (root / kind).is_dir() else []:
-            found.setdefault(path.stem, path)
-    return found
-
-
 def preset_names() -> list[str]:
-    return sorted(_catalog("algorithms"))
+    return sorted(catalog("algorithms"))
 
 
 def resolve_algorithm(name: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(registered algorithm, settings) for a preset or algorithm name; unknown names list both kinds."""
-    presets = _catalog("algorithms")
+    presets = catalog("algorithms")
     if name in presets:
         preset = load_yaml_model(presets[name], AlgorithmPreset)
         return preset.algorithm, {**preset.settings, **overrides}
@@ -109,9 +101,9 @@ def load_experiment(path: str | None, flags: dict[str, Any]) -> TrainConfig:
     if path:
         file = Path(path)
         if not file.is_file():
-            file = _catalog("experiments").get(path, file)
+            file = catalog("experiments").get(path, file)
         if not file.is_file():
-            names = ", ".join(sorted(_catalog("experiments"))) or "none"
+            names = ", ".join(sorted(catalog("experiments"))) or "none"
             raise ConfigError(f"no experiment config {path!r} (shipped: {names})")
         loaded = yaml.safe_load(file.read_text())
         if not isinstance(loaded, dict):

@@ -67,7 +67,7 @@ def test_config_file_with_several_problems_reports_all(tmp_path, monkeypatch):
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "broken.yaml").write_text("name: broken\narchitecture: 3\nmask_id: many\nbogus: 1\n")
     monkeypatch.setenv("DARE_CONFIG_PATH", str(tmp_path))
-    config._catalog.cache_clear()
+    config.catalog.cache_clear()
     config.model.cache_clear()
     try:
         with pytest.raises(ConfigError) as err:
@@ -76,7 +76,7 @@ def test_config_file_with_several_problems_reports_all(tmp_path, monkeypatch):
         text = str(err.value)
         assert "architecture" in text and "mask_id" in text and "bogus" in text
     finally:
-        config._catalog.cache_clear()
+        config.catalog.cache_clear()
         config.model.cache_clear()
 
 

@@ -11,7 +11,7 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm
 from dare.trainers.cli import main
-from dare.trainers.config import _catalog, load_experiment, preset_names, resolve_algorithm
+from dare.trainers.config import catalog, load_experiment, preset_names, resolve_algorithm
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, make_batch
@@ -23,7 +23,7 @@ def test_every_preset_builds(name):
     assert build_algorithm(algo, settings).config.model_dump()
 
 
-@pytest.mark.parametrize("name", sorted(_catalog("experiments")))
+@pytest.mark.parametrize("name", sorted(catalog("experiments")))
 def test_every_experiment_config_validates(name):
     config = load_experiment(name, {})
     algo, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)

@@ -40,11 +40,11 @@ def digits_suite(tmp_path, monkeypatch):
     monkeypatch.setenv("DARE_CONFIG_PATH", str(root))
     saved = verifiers.snapshot()
     verifiers.register("alnum_share", AlnumShare)
-    for fn in (hcfg._catalog, hcfg.benchmark, hcfg.suite):
+    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
         fn.cache_clear()
     yield "digits"
     verifiers.restore(saved)
-    for fn in (hcfg._catalog, hcfg.benchmark, hcfg.suite):
+    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
         fn.cache_clear()
 
 
