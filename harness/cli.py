@@ -97,7 +97,6 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
         label = f"{args.backend}:{Path(args.completions).stem}" if args.completions else args.backend
     model = resolve(label, args.model_path, needs_checkpoint)
     base = model.spec.decoding_for(suite.name) if model.spec else {}
-    cfg.decoding_with_overrides(base, sets.decoding, source="--set")  # bad settings fail before loading a model
     out = Path(args.out)
     check_writable(out)
     sample_ids = frozenset(str(row["id"]) for b in suite.benchmarks for row in load_rows(cfg.benchmark(b).data))
@@ -109,7 +108,7 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
 
         engine = ParallelEngine(args.backend, ctx, args.workers)
     else:
-        engine = engine_cls(ctx)
+        engine = engine_cls(ctx)  # cheap: engines load weights lazily, in prepare(), after these checks
     defaults: dict[str, Any] = engine.decoding_defaults() if hasattr(engine, "decoding_defaults") else {}
     decoding: DecodingConfig = cfg.decoding_with_overrides({**base, **defaults}, sets.decoding, source="--set")
     flags = [f"limit={args.limit}"] if args.limit is not None else []
