@@ -7,3 +7,7 @@ from dare.harness.registry import engines
 
 engines.register("replay", "dare.backends.engines.replay:ReplayEngine")
 engines.register("torch", "dare.backends.engines.torch:TorchEngine")
+engines.register("fastdllm", "dare.backends.engines.fastdllm:FastDllmEngine")
+engines.register("lmdeploy", "dare.backends.engines.lmdeploy:LmdeployEngine")
+engines.register("sglang", "dare.backends.engines.sglang:SglangEngine")
+engines.register("transformers", "dare.backends.engines.transformers_native:TransformersEngine")

@@ -1,0 +1,138 @@
+"""Fast-dLLM (v1) decoding for LLaDA and Dream: prefix / dual KV cache plus threshold / factor commits.
+
+The loop is the reference semi-autoregressive block loop of :mod:`.mdm` (same per-step quotas, policies,
+commit bookkeeping and NFE accounting); only the forward changes with ``DecodingConfig.cache``:
+
+- ``none``: every step is a full forward over the canvas (identical to the reference decoder).
+- ``prefix``: each block starts with a full pass that fills a :class:`PrefixCache` with the k/v of every
+  column before the block; later steps forward only the block and everything after it (L - s queries).
+- ``dual``: the block-start pass caches *all* columns; later steps forward only the block's K columns,
+  overwrite their k/v in the cache and attend over the whole canvas (prefix and masked suffix frozen).
+
+The block-start pass is also the block's step 0 (it commits the step-0 quota), as in NVlabs/Fast-dLLM.
+Dream predicts column i from the output at i - 1: the cached windows start one column early (prefix
+from s - 1, dual window [s - 1, e)), so every shifted logit comes from a freshly computed query. Upstream
+Fast-dLLM instead commits the block's first token unconditionally in the block-start pass; here the
+policy decides it like every other token, which keeps the cached decoder equal to the reference on
+models whose cached keys do not change.
+
+Threshold and factor rules come from the policies (top-1 plus every confidence >= tau; factor rule).
+Shapes: B rows, L canvas length, K block length, V vocabulary, G gen_length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from dare.harness.errors import ConfigError
+from dare.harness.records import DecodingConfig
+
+from . import dream, entries, llada
+from .common import Canvas, DecodeResult, option, quota_schedule, steps_per_block
+from .fastdllm_cache import CACHES
+
+#: Reference decoder (as registered in ``decoders``) -> the policy the cached loop runs with it.
+POLICIES: dict[Callable, Callable] = {
+    entries.llada_low_confidence: llada.low_confidence,
+    entries.llada_random: llada.random_remasking,
+    entries.dream_origin: dream.origin,
+    entries.dream_maskgit_plus: dream.maskgit_plus,
+    entries.dream_topk_margin: dream.topk_margin,
+    entries.dream_entropy: dream.entropy,
+}
+
+
+class _Forward:
+    """Forwards of one block for one cache mode; returns logits (B, K, V) for columns [lo, lo + K)
+    (already combined for classifier-free guidance) and the NFE they cost."""
+
+    def __init__(self, model, canvas: Canvas, cfg: DecodingConfig, lo: int, mode: str):
+        self.model, self.canvas, self.cfg = model, canvas, cfg
+        self.k = cfg.block_length
+        self.shift = 1 if model.arch.shift_logits else 0  # Dream: column i is read from output i - 1
+        self.lo = lo - self.shift  # first query column whose output we need
+        copies = 2 if cfg.cfg_scale > 0 else 1
+        self.positions = canvas.positions.repeat(copies, 1)
+        self.key_mask = canvas.valid.repeat(copies, 1)[:, None, None, :]
+        cache_class = CACHES.get(mode)  # none: no cache, every step is a full pass
+        self.cache = cache_class(model.net.args.n_layers, self.lo, lo + self.k) if cache_class else None
+
+    def _ids(self, x: torch.Tensor) -> torch.Tensor:
+        if self.cfg.cfg_scale <= 0:
+            return x
+        prompt = self.canvas.valid.clone()
+        prompt[:, self.canvas.gen_start:] = False
+        return torch.cat([x, x.masked_fill(prompt, self.model.mask_id)])
+
+    def _combine(self, logits: torch.Tensor) -> tuple[torch.Tensor, int]:
+        if self.cfg.cfg_scale <= 0:
+            return logits, 1
+        cond, unc = logits.chunk(2)
+        return unc + (self.cfg.cfg_scale + 1) * (cond - unc), 2
+
+    def __call__(self, x: torch.Tensor, first: bool) -> tuple[torch.Tensor, int]:
+        """Step 0 (``first``) or no cache: full pass (filling the cache); otherwise the cached window."""
+        ids = self._ids(x)
+        if first or self.cache is None:
+            logits = self.model.net(ids, self.positions, self.key_mask, self.cache,
+                                    logits_range=(self.lo, self.lo + self.k))
+            return self._combine(logits)
+        start, end = self.cache.query_columns(ids.shape[1])
+        logits = self.model.net(ids[:, start:end], self.positions[:, start:end], self.key_mask, self.cache,
+                                logits_range=(0, self.k))
+        return self._combine(logits)
+
+
+def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator], policy,
+                  mode: str | None = None) -> DecodeResult:
+    """The reference block loop with Fast-dLLM forwards; ``policy`` as in :mod:`.mdm`,
+    ``mode`` one of none / prefix / dual (default ``cfg.cache``)."""
+    mode = mode or cfg.cache
+    if mode != "none" and mode not in CACHES:
+        raise ConfigError(f"cache={mode!r} is unknown; use none, prefix or dual")
+    x = canvas.tokens.clone()
+    batch, gen, k = x.shape[0], cfg.gen_length, cfg.block_length
+    fixed = cfg.threshold is None and cfg.factor is None
+    n_steps = steps_per_block(cfg)
+    max_steps = option(cfg, "max_steps_per_block", k)
+    commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=x.device)
+    nfe = torch.zeros(batch, dtype=torch.long, device=x.device)
+    row_step = torch.zeros(batch, dtype=torch.long, device=x.device)
+    for b in range(gen // k):
+        lo = canvas.gen_start + b * k
+        forward = _Forward(model, canvas, cfg, lo, mode)
+        masked = x[:, lo:lo + k] == model.mask_id
+        quotas = quota_schedule(masked.sum(-1), n_steps)
+        step = 0
+        while masked.any() and (step < n_steps if fixed else step < max_steps):
+            working = masked.any(-1)
+            logits, cost = forward(x, first=step == 0)
+            quota = quotas[:, step] if fixed else None
+            commit, x0 = policy(logits, masked, quota, step, n_steps, gens, cfg, model)
+            commit &= masked
+            x[:, lo:lo + k] = torch.where(commit, x0, x[:, lo:lo + k])
+            # rows finished early keep their step count: the step index is per row, as in the reference
+            commit_step[:, b * k:(b + 1) * k] = torch.where(commit, row_step[:, None],
+                                                            commit_step[:, b * k:(b + 1) * k])
+            nfe += cost * working.long()
+            row_step += working.long()
+            masked = x[:, lo:lo + k] == model.mask_id
+            step += 1
+    block_ids = (torch.arange(gen, device=x.device) // k).expand(batch, -1)
+    return DecodeResult(x[:, canvas.gen_slice], commit_step, block_ids.clone(), nfe)
+
+
+def cached_decoder(reference: Callable, mode: str) -> Callable:
+    """The cached counterpart of a registered reference decoder, as ``decode(model, canvas, cfg, gens)``."""
+    policy = POLICIES.get(reference)
+    if policy is None:
+        raise ConfigError(f"the Fast-dLLM engine has no cached version of decoder {reference.__name__!r}; "
+                          "use the torch engine for it")
+
+    def decode(model, canvas, cfg, gens):
+        return decode_cached(model, canvas, cfg, gens, policy, mode)
+
+    decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
+    decode.supports_cfg = True  # type: ignore[attr-defined]
+    return decode

@@ -1,0 +1,116 @@
+"""What the GPU serving engines (lmdeploy, SGLang) share: checkpoint identity, prompt rendering, option
+checks before any import, the lazy import with a one-line install hint, and the Generation records.
+
+A subclass sets ``name``, ``package``, ``install`` and ``map_options`` (a pure function from
+:mod:`.mapping`) and implements ``_start(options)``, ``_complete(prompts, options) -> list[str]`` and
+``update_weights(named_tensors)``. The package is imported only when a generation is really needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from dare.backends.models.loader import detect_architecture, fingerprint, read_config
+from dare.backends.models.tokenizer import load_tokenizer, render_prompt
+from dare.harness.config import SHIPPED_CONFIGS
+from dare.harness.engine import EngineContext, GenerationRequest
+from dare.harness.errors import ModelError, PrerequisiteError
+from dare.harness.records import DecodingConfig, Generation, ModelInfo
+
+log = logging.getLogger(__name__)
+
+
+class ExternalEngine:
+    """Engine protocol over an optional GPU serving package; see the module docstring."""
+
+    name = "external"
+    version = "0.1.0"
+    package = ""
+    install = ""
+
+    @staticmethod
+    def map_options(cfg: DecodingConfig, architecture: str):
+        raise NotImplementedError
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
+        spec = ctx.model_spec
+        path = ctx.model_path or (SHIPPED_CONFIGS / "models" / spec.path if spec and spec.path else None)
+        if path is None:
+            raise ModelError(f"model {ctx.model_name!r} has no local checkpoint; pass --model-path DIR")
+        self.path = Path(path).expanduser()
+        self.arch = detect_architecture(read_config(self.path), spec.architecture if spec else None)
+        self._tokenizer = None
+        self._backend: Any = None
+        self._backend_options: Any = None
+
+    def model_info(self) -> ModelInfo:
+        digest, parts = fingerprint(self.path)
+        return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.arch.name,
+                         fingerprint=digest, fingerprint_parts=parts)
+
+    def module(self):
+        """The serving package, or a one-line PrerequisiteError naming the install command."""
+        try:
+            module = importlib.import_module(self.package)
+        except ImportError as exc:
+            raise PrerequisiteError(f"the {self.name} engine needs the {self.package} package ({exc}); "
+                                    f"install it on a CUDA machine: {self.install}") from exc
+        import torch
+
+        if not torch.cuda.is_available():
+            raise PrerequisiteError(f"the {self.name} engine runs on CUDA GPUs only and none is visible; "
+                                    "use --engine torch or fastdllm on this machine")
+        return module
+
+    def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
+        """Refuse inexpressible options first (no import needed), then check the package and the GPU."""
+        self.map_options(decoding, self.arch.name)
+        self.module()
+        if requests:
+            self._prompt(requests[0])
+
+    def _prompt(self, request: GenerationRequest) -> str:
+        """The chat-templated prompt text, rendered here exactly as the torch engine renders it."""
+        spec = self.ctx.model_spec
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.path)
+            if spec and spec.chat_template not in ("tokenizer", "none"):
+                template = Path(spec.chat_template)
+                template = template if template.is_absolute() else SHIPPED_CONFIGS / "models" / template
+                self._tokenizer.chat_template = template.read_text()
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        use_template = (spec is not None and spec.chat_template != "none") or bool(self._tokenizer.chat_template)
+        return render_prompt(self._tokenizer, messages, use_template)
+
+    def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
+        options = self.map_options(decoding, self.arch.name)
+        if self._backend is None or self._backend_options != options.engine:
+            self.close()
+            self._backend = self._start(options)
+            self._backend_options = options.engine
+        began = time.perf_counter()
+        texts = self._complete([self._prompt(r) for r in requests], requests, options)
+        each = (time.perf_counter() - began) / max(len(requests), 1)
+        return [Generation(sample_id=r.sample_id, index=r.index, text=t, latency_s=each)
+                for r, t in zip(requests, texts)]
+
+    def close(self) -> None:
+        """Shut the serving backend down (frees the GPU)."""
+        if self._backend is not None and hasattr(self._backend, "shutdown"):
+            self._backend.shutdown()
+        self._backend = None
+
+    def _start(self, options):
+        raise NotImplementedError
+
+    def _complete(self, prompts: list[str], requests: list[GenerationRequest], options) -> list[str]:
+        raise NotImplementedError
+
+    def update_weights(self, named_tensors) -> None:
+        """Load new weights ``[(name, tensor), ...]`` (official checkpoint names) into the running engine."""
+        raise NotImplementedError

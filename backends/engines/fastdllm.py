@@ -1,0 +1,67 @@
+"""The ``fastdllm`` engine: the torch engine's models and decoders with Fast-dLLM KV caching.
+
+Same requests, DecodingConfig fields, batching, per-request seeds, NFE and trajectory records as the
+reference :class:`~dare.backends.engines.torch.TorchEngine`, on CPU or one GPU. ``DecodingConfig.cache``
+chooses the forward: ``none`` (identical to the reference), ``prefix`` or ``dual`` (approximate:
+prefix / suffix keys are refreshed once per block, see :mod:`dare.backends.decoding.fastdllm`).
+Parallel commits come from ``threshold`` (top-1 plus all >= tau) or ``factor``.
+Masked-diffusion models (LLaDA, Dream) get the cached loop; block-diffusion models (SDAR, LLaDA2.x)
+already decode with their exact block cache, so they accept only ``cache=none`` and run the reference.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from dare.backends.decoding.fastdllm import POLICIES, cached_decoder
+from dare.backends.models.checkpoint import official_names
+from dare.harness.errors import ConfigError, ModelError
+from dare.harness.records import DecodingConfig
+
+from .torch import TorchEngine
+
+log = logging.getLogger(__name__)
+
+
+class FastDllmEngine(TorchEngine):
+    """Engine protocol over the plain-PyTorch models with Fast-dLLM prefix / dual caches."""
+
+    name = "fastdllm"
+    version = "0.1.0"
+
+    def _decoder(self, decoding: DecodingConfig):
+        reference = super()._decoder(decoding)  # the registered reference decoder (or a ConfigError)
+        if reference not in POLICIES:
+            if decoding.cache != "none":
+                raise ConfigError(f"cache={decoding.cache} applies to masked-diffusion models (LLaDA, Dream); "
+                                  f"{self.arch.name} already decodes with its exact block cache: use cache=none")
+            return reference
+        return cached_decoder(reference, decoding.cache)
+
+    def prepare(self, requests, decoding: DecodingConfig) -> None:
+        """The cache-mode check, then the torch engine's checks (decoder, steps, guidance, prompts)."""
+        self._decoder(decoding)
+        super().prepare(requests, decoding.model_copy(update={"cache": "none"}))
+
+    def update_weights(self, named_tensors) -> None:
+        """Copy ``[(name, tensor), ...]`` into the loaded network, in place (same API as the lmdeploy and
+        sglang engines). Names are the checkpoint's official ones (per-expert tensors one by one) or the
+        internal parameter names; an unknown name or a shape mismatch is a ModelError."""
+        net = self.model.net
+        params = dict(net.named_parameters())
+        targets: dict[str, tuple[str, int | None]] = {name: (name, None) for name in params}
+        for name, p in params.items():
+            stacked = ".experts_" in name  # (E, out, in): one official tensor per expert
+            for e, official in enumerate(official_names(self.arch, name, n_experts=p.shape[0] if stacked else 0)):
+                targets[official] = (name, e if stacked else None)
+        with torch.no_grad():
+            for name, tensor in named_tensors:
+                if name not in targets:
+                    raise ModelError(f"update_weights: {name!r} is not a parameter of this {self.arch.name} model")
+                internal, expert = targets[name]
+                dest = params[internal] if expert is None else params[internal][expert]
+                if dest.shape != tensor.shape:
+                    raise ModelError(f"update_weights: {name!r} has shape {tuple(tensor.shape)}, "
+                                     f"the model expects {tuple(dest.shape)}")
+                dest.copy_(tensor.to(dest.device, dest.dtype))

@@ -1,0 +1,154 @@
+"""Decoding speed of 8B-shaped dLLMs on one GPU: reference vs Fast-dLLM prefix / dual cache (LLaDA-8B),
+the exact block cache (SDAR-8B), and lmdeploy / SGLang where importable and a checkpoint is given.
+
+    python benchmarks/gpu_decode.py [--lengths 256 1024] [--block-length 32] [--prompt-length 128]
+        [--sdar-path ~/models/SDAR-8B-Chat] [--shape 8b|small]
+
+Weights are random bf16, created directly on the GPU from the real config.json shapes (nothing written
+to disk), so only speed is meaningful. Fixed steps = gen_length (one token per step), batch 1, greedy.
+``--shape small`` shrinks the models (hidden 512, 4 layers) for a quick smoke run.
+The last line is one JSON object: per model and length, tokens/s per mode and ``speedup`` over reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from functools import partial
+
+import torch
+from dare.backends import models as _models  # noqa: F401  (registers the architectures)
+from dare.backends.decoding import llada
+from dare.backends.decoding.common import Canvas
+from dare.backends.decoding.fastdllm import decode_cached
+from dare.backends.models.loader import LoadedModel
+from dare.backends.models.transformer import DiffusionTransformer
+from dare.harness.records import DecodingConfig
+from dare.harness.registry import architectures, decoders
+
+LLADA_8B = {"d_model": 4096, "n_heads": 32, "n_kv_heads": 32, "n_layers": 32, "mlp_hidden_size": 12288,
+            "vocab_size": 126464, "embedding_size": 126464, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+            "block_type": "llama", "mask_token_id": 126336, "eos_token_id": 126081}
+SDAR_8B = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+           "num_hidden_layers": 36, "intermediate_size": 12288, "vocab_size": 151936, "rope_theta": 1000000,
+           "rms_norm_eps": 1e-6, "mask_token_id": 151669, "eos_token_id": 151643}
+SMALL = {"llada": {"d_model": 512, "n_layers": 4, "mlp_hidden_size": 1408, "n_heads": 8, "n_kv_heads": 8},
+         "sdar": {"hidden_size": 512, "num_hidden_layers": 4, "intermediate_size": 1408, "head_dim": 64,
+                  "num_attention_heads": 8, "num_key_value_heads": 2}}
+
+
+def build(arch_name: str, config: dict, device: str, dtype=torch.bfloat16) -> LoadedModel:
+    """A random model of ``config``'s shape allocated on ``device`` in ``dtype`` (no CPU copy, no file)."""
+    arch = architectures.get(arch_name)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            net = DiffusionTransformer(arch.build_args(config))
+    finally:
+        torch.set_default_dtype(default)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            p.fill_(1.0) if name.endswith("norm.weight") else p.normal_(0.0, 0.02)
+    eos = config["eos_token_id"]
+    return LoadedModel(arch=arch, net=net.eval(), tokenizer=None, config=config, mask_id=config["mask_token_id"],
+                       eos_id=eos, pad_id=eos, stop_ids=(eos,))
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def timed(fn) -> float:
+    _sync()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        fn()
+    _sync()
+    return time.perf_counter() - start
+
+
+def llada_modes(model, prompt: list[int], gen: int, block: int) -> dict:
+    """tokens/s of reference / prefix / dual decoding of one prompt with ``gen`` steps."""
+    cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=block)
+    reference = decoders.get("mdm:low_confidence")
+    runners = {"reference": lambda c, g: reference(model, c, cfg, g),
+               "prefix": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "prefix"),
+               "dual": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "dual")}
+    out = {}
+    for mode, run in runners.items():
+        canvas = Canvas.build([prompt], gen, model.mask_id, model.pad_id, model.device)
+        gens = [torch.Generator(device=model.device).manual_seed(0)]
+        out[mode] = round(gen / timed(partial(run, canvas, gens)), 2)
+    out["speedup"] = {m: round(out[m] / out["reference"], 2) for m in ("prefix", "dual")}
+    return out
+
+
+def sdar_block(model, prompt: list[int], gen: int) -> dict:
+    cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=4, remasking="low_confidence_static")
+    decode = decoders.get("block:low_confidence_static")
+    canvas = Canvas.build([prompt], gen, model.mask_id, model.pad_id, model.device)
+    gens = [torch.Generator(device=model.device).manual_seed(0)]
+    return {"block_cache": round(gen / timed(partial(decode, model, canvas, cfg, gens)), 2)}
+
+
+def external(name: str, path: str, gen: int) -> dict:
+    """tokens/s of the lmdeploy / sglang engine on a real SDAR checkpoint (greedy, static, ignore EOS)."""
+    from dare.harness.engine import EngineContext, GenerationRequest
+    from dare.harness.errors import DareError
+    from dare.harness.records import Message
+    from dare.harness.registry import engines
+
+    try:
+        engine = engines.get(name)(EngineContext(model_name="sdar-8b", model_path=path))
+        cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=4, remasking="low_confidence_static",
+                             stop_at_eos=False)
+        requests = [GenerationRequest(sample_id="q", index=0, seed=0,
+                                      messages=(Message(role="user", content="Count from 1 to 1000."),))]
+        engine.prepare(requests, cfg)
+        engine.generate(requests, cfg)  # warm-up (engine start)
+        start = time.perf_counter()
+        engine.generate(requests, cfg)
+        seconds = time.perf_counter() - start
+        engine.close()
+        return {"tokens_per_s": round(gen / seconds, 2)}
+    except (DareError, ImportError) as exc:
+        return {"skipped": str(exc)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024])
+    parser.add_argument("--block-length", type=int, default=32)
+    parser.add_argument("--prompt-length", type=int, default=128)
+    parser.add_argument("--shape", choices=["8b", "small"], default="8b")
+    parser.add_argument("--sdar-path", default=None, help="real SDAR checkpoint for lmdeploy / sglang")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print(json.dumps({"skipped": "no CUDA device"}))
+        return
+    results: dict = {"device": torch.cuda.get_device_name(), "shape": args.shape}
+    prompt = [(7 * i) % 1000 + 10 for i in range(args.prompt_length)]
+    for arch, config in (("llada", LLADA_8B), ("sdar", SDAR_8B)):
+        config = {**config, **(SMALL[arch] if args.shape == "small" else {})}
+        model = build(arch, config, "cuda")
+        if arch == "llada":
+            runner = partial(llada_modes, model, prompt, block=args.block_length)
+        else:
+            runner = partial(sdar_block, model, prompt)
+        runner(gen=args.block_length)  # warm-up: kernels, allocator
+        results[f"{arch}-{args.shape}"] = {str(g): runner(gen=g) for g in args.lengths}
+        print(f"{arch}: {results[f'{arch}-{args.shape}']}", flush=True)
+        del model, runner
+        torch.cuda.empty_cache()
+    for name in ("lmdeploy", "sglang"):
+        results[name] = ({str(g): external(name, args.sdar_path, g) for g in args.lengths} if args.sdar_path
+                         else {"skipped": "pass --sdar-path DIR (a real SDAR checkpoint) to measure it"})
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
