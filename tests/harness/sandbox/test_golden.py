@@ -28,6 +28,9 @@ HUMANEVALPLUS_EXCEPTIONS = {
     "HumanEval/123", "HumanEval/124", "HumanEval/125", "HumanEval/127", "HumanEval/132", "HumanEval/140",
     "HumanEval/150",
 }
+# prime_fib's naive reference needs about the 20 s reference limit for n = 12: it passes on an idle machine
+# and times out on a loaded one, so it may land on either side.
+TIMING_DEPENDENT = {"HumanEval/39"}
 
 
 def grade(tmp_path, dataset: str, ids: list[str] | None):
@@ -66,5 +69,5 @@ def test_gold_full(tmp_path, dataset):
 @pytest.mark.slow
 def test_gold_full_humanevalplus(tmp_path):
     samples, failed, _ = grade(tmp_path, "humanevalplus", None)
-    assert set(failed) == HUMANEVALPLUS_EXCEPTIONS
-    assert len(samples) - len(failed) == 163 - len(HUMANEVALPLUS_EXCEPTIONS)
+    assert HUMANEVALPLUS_EXCEPTIONS - TIMING_DEPENDENT <= set(failed) <= HUMANEVALPLUS_EXCEPTIONS
+    assert len(samples) == 163
