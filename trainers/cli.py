@@ -16,10 +16,13 @@ from typing import Any
 
 from dare.harness.cliutil import Parser, parse_assignment
 from dare.harness.errors import ConfigError, DareError
-from dare.harness.registry import algorithms, estimators
+from dare.harness.registry import Registry, algorithms, estimators
 from dare.harness.rundir import slug
 
 PROG = "dare-train"
+# --engine names that replace the local trainer (the rest are rollout engines of the local trainer)
+training_engines: Registry = Registry("training engine")
+training_engines.register("verl", "dare.trainers.verl.trainer:build")
 log = logging.getLogger("dare.train")
 
 
@@ -33,7 +36,9 @@ def build_parser() -> Parser:
     p.add_argument("--suite", help="suite or benchmark with a train split: sudoku, countdown, gsm8k, planning")
     p.add_argument("--steps", type=int, help="optimizer steps over rollout batches (default 10)")
     p.add_argument("--seed", type=int)
-    p.add_argument("--engine", help="rollout engine (default torch)")
+    p.add_argument("--engine", help="rollout engine (default torch), or verl: train on a Ray/verl worker group")
+    p.add_argument("--nnodes", type=int, help="with --engine verl: Ray nodes (start them with `ray start`; default 1)")
+    p.add_argument("--gpus-per-node", type=int, help="with --engine verl: workers per node (default: all GPUs, or 2 CPU workers)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="runs/train", help="directory of training runs (default runs/train)")
     p.add_argument("--run-name", help="run directory name (default from algo, suite, model, seed); reruns resume it")
@@ -109,6 +114,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     from .trainer import LocalTrainer
 
     flags = parse_sets(args.overrides)
+    build_trainer = training_engines.get(args.engine) if args.engine in training_engines else None
+    if build_trainer is not None:
+        args.engine = None  # rollouts keep the default engine
     flags.update({k: v for k, v in dict(algorithm=args.algo, suite=args.suite, model=args.model,
                                         model_path=args.model_path, steps=args.steps, seed=args.seed,
                                         engine=args.engine, device=args.device, eval_limit=args.eval_limit).items()
@@ -122,7 +130,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     config = load_experiment(args.config, flags)
     label = config.model or Path(config.model_path or "model").name
     run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
-    trainer = LocalTrainer(config, run_dir)
+    if build_trainer is not None:
+        trainer = build_trainer(config, run_dir, args.nnodes, args.gpus_per_node)
+    else:
+        trainer = LocalTrainer(config, run_dir)
     final = trainer.train()
     if config.evaluate and final is not None:
         eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv])

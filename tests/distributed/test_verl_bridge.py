@@ -1,0 +1,151 @@
+"""dare-train --engine verl: 2 CPU workers (FSDP2 over gloo, verl single controller) equal the local trainer.
+
+The SDAR/DiPO case is marked slow (run it with -m slow); the module takes about a minute by default."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+
+import pytest
+
+pytest.importorskip("ray")
+pytest.importorskip("verl")
+
+import torch  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+
+from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
+from dare.harness import config as hcfg  # noqa: E402
+from dare.harness.records import Verdict  # noqa: E402
+from dare.harness.registry import verifiers  # noqa: E402
+from dare.harness.verifiers.base import Verifier  # noqa: E402
+from dare.trainers.cli import main  # noqa: E402
+
+pytestmark = pytest.mark.timeout(240)
+
+STEPS = ["--steps", "2", "--no-eval", "--set", "prompts_per_step=2", "--set", "group_size=2",
+         "--set", "micro_batch_size=1", "--set", "decoding.gen_length=8", "--set", "decoding.steps=8",
+         "--set", "decoding.block_length=4", "--set", "lr=1e-2", "--set", "algo.inner_steps=2",
+         "--set", "rollout.temperature=1.0"]
+# float32. Losses agree to ~1e-6 relative; parameters after 4 AdamW updates at lr 1e-2 to ~2e-5 (Adam divides
+# by sqrt(v), so summation-order differences of tiny gradient entries show up at ~1e-3 of one lr step).
+LOSS_TOLERANCE = 1e-5
+PARAM_TOLERANCE = 1e-4
+
+
+class VowelShare(Verifier):
+    """Reward = share of vowels in the completion: a dense signal on random text (rewards run on the driver)."""
+
+    name, version = "vowel_share", "1"
+
+    def verify(self, sample, completion):
+        share = sum(c in "aeiouAEIOU" for c in completion) / max(len(completion), 1)
+        return Verdict(score=share, passed=share > 0.2)
+
+
+class KillWorkerOnce(VowelShare):
+    """The same reward, but the first call of step 2 SIGKILLs training worker 1 (the driver scores rewards)."""
+
+    name, calls, killed = "vowel_kill", 0, False
+
+    def verify(self, sample, completion):
+        cls = KillWorkerOnce
+        cls.calls += 1
+        if cls.calls == 5 and not cls.killed:  # step 1 scored 4 completions
+            from dare.trainers.verl.trainer import VerlTrainer
+
+            trainer = next(o for o in gc.get_objects() if isinstance(o, VerlTrainer) and hasattr(o, "worker_info")
+                           and o.run_dir.name == "killed")
+            cls.killed = True
+            os.kill(trainer.worker_info[1]["pid"], signal.SIGKILL)
+        return super().verify(sample, completion)
+
+
+@pytest.fixture
+def vowels_suite(tmp_path, monkeypatch):
+    root = tmp_path / "configs"
+    (root / "benchmarks").mkdir(parents=True)
+    (root / "benchmarks" / "vowels.yaml").write_text(
+        "name: vowels\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
+        "prompt: dare_sudoku\nverifier: vowel_share\n")
+    (root / "benchmarks" / "vowels_kill.yaml").write_text(
+        "name: vowels_kill\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
+        "prompt: dare_sudoku\nverifier: vowel_kill\n")
+    monkeypatch.setenv("DARE_CONFIG_PATH", str(root))
+    saved = verifiers.snapshot()
+    verifiers.register("vowel_share", VowelShare)
+    verifiers.register("vowel_kill", KillWorkerOnce)
+    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
+        fn.cache_clear()
+    yield "vowels"
+    verifiers.restore(saved)
+    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
+        fn.cache_clear()
+
+
+def _weights(directory):
+    out = {}
+    for f in sorted(directory.glob("*.safetensors")):
+        out.update(load_file(str(f)))
+    return out
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("algo, arch", [("d1", "llada"), pytest.param("dipo", "sdar", marks=pytest.mark.slow)])
+def test_verl_engine_matches_local_trainer(ray_cluster, tmp_path, vowels_suite, algo, arch):
+    suite = vowels_suite
+    ckpt = write_tiny_checkpoint(arch, tmp_path / arch, seed=3)
+    common = ["--algo", algo, "--model-path", str(ckpt), "--suite", suite, "--out", str(tmp_path), *STEPS]
+    assert main([*common, "--run-name", "local"]) == 0
+    assert main([*common, "--run-name", "verl", "--engine", "verl"]) == 0
+    local, verl = _rows(tmp_path / "local"), _rows(tmp_path / "verl")
+    assert [r["step"] for r in verl] == [1, 2]
+    for a, b in zip(local, verl):
+        assert b["reward"] == a["reward"]  # same rollouts: the driver's weights were synced after step 1
+        for key in ("loss", "grad_norm"):
+            assert abs(a[key] - b[key]) <= LOSS_TOLERANCE * max(1.0, abs(a[key])), (key, a[key], b[key])
+    before = _weights(ckpt)
+    after_local = _weights(tmp_path / "local" / "checkpoints" / "step-000002")
+    after_verl = _weights(tmp_path / "verl" / "checkpoints" / "step-000002")
+    diff = max(float((after_local[k].float() - after_verl[k].float()).abs().max()) for k in after_local)
+    moved = max(float((after_local[k].float() - before[k].float()).abs().max()) for k in after_local)
+    print(f"{algo}/{arch}: max |param(verl) - param(local)| = {diff:.3g}, max |param moved| = {moved:.3g}")
+    assert diff < PARAM_TOLERANCE, f"max |param(verl) - param(local)| = {diff:.3g}"
+    assert moved > 1e-3, f"parameters barely moved ({moved:.3g}): the comparison would be vacuous"
+
+
+def test_uneven_rows_are_refused_before_workers_start(ray_cluster, tmp_path, capsys):
+    ckpt = write_tiny_checkpoint("llada", tmp_path / "llada", seed=1)
+    args = ["--algo", "d1", "--model-path", str(ckpt), "--suite", "sudoku", "--out", str(tmp_path), *STEPS,
+            "--set", "prompts_per_step=3", "--set", "group_size=1", "--engine", "verl"]
+    assert main(args) == 2
+    assert "not divisible by 2 workers" in capsys.readouterr().err
+
+
+def test_killed_training_worker_is_reported_and_the_rerun_resumes(ray_cluster, tmp_path, vowels_suite, capsys):
+    ckpt = write_tiny_checkpoint("llada", tmp_path / "llada", seed=2)
+    args = ["--algo", "d1", "--model-path", str(ckpt), "--suite", "vowels_kill", "--out", str(tmp_path), *STEPS,
+            "--engine", "verl", "--run-name", "killed"]
+    assert main(args) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dare-train")]  # not Ray's logs
+    assert KillWorkerOnce.killed and len(err) == 1, err
+    assert "verl training worker died" in err[0] and "rerun the same command to resume" in err[0]
+    run_dir = tmp_path / "killed"
+    assert [r["step"] for r in _rows(run_dir)] == [1]  # step 1 was checkpointed before the kill
+    assert main(args) == 0  # a fresh worker group resumes from checkpoints/step-000001 (weights + AdamW moments)
+    rows = _rows(run_dir)
+    assert [r["step"] for r in rows] == [1, 2] and torch.isfinite(torch.tensor(rows[1]["loss"]))
+    straight = [*args[:-2], "--run-name", "straight"]
+    straight[straight.index("vowels_kill")] = "vowels"
+    assert main(straight) == 0
+    for a, b in zip(_rows(tmp_path / "straight"), rows):
+        assert abs(a["loss"] - b["loss"]) <= LOSS_TOLERANCE * max(1.0, abs(a["loss"]))
+    resumed = _weights(run_dir / "checkpoints" / "step-000002")
+    reference = _weights(tmp_path / "straight" / "checkpoints" / "step-000002")
+    assert max(float((resumed[k] - reference[k]).abs().max()) for k in reference) < PARAM_TOLERANCE
