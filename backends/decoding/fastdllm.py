@@ -29,7 +29,8 @@ from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 
 from . import dream, entries, llada
-from .common import Canvas, DecodeResult, option, quota_schedule, steps_per_block
+from .common import Canvas, DecodeResult
+from .mdm import decode_masked_diffusion
 from .fastdllm_cache import CACHES
 
 #: Reference decoder (as registered in ``decoders``) -> the policy the cached loop runs with it.
@@ -91,36 +92,8 @@ def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
     mode = mode or cfg.cache
     if mode != "none" and mode not in CACHES:
         raise ConfigError(f"cache={mode!r} is unknown; use none, prefix or dual")
-    x = canvas.tokens.clone()
-    batch, gen, k = x.shape[0], cfg.gen_length, cfg.block_length
-    fixed = cfg.threshold is None and cfg.factor is None
-    n_steps = steps_per_block(cfg)
-    max_steps = option(cfg, "max_steps_per_block", k)
-    commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=x.device)
-    nfe = torch.zeros(batch, dtype=torch.long, device=x.device)
-    row_step = torch.zeros(batch, dtype=torch.long, device=x.device)
-    for b in range(gen // k):
-        lo = canvas.gen_start + b * k
-        forward = _Forward(model, canvas, cfg, lo, mode)
-        masked = x[:, lo:lo + k] == model.mask_id
-        quotas = quota_schedule(masked.sum(-1), n_steps)
-        step = 0
-        while masked.any() and (step < n_steps if fixed else step < max_steps):
-            working = masked.any(-1)
-            logits, cost = forward(x, first=step == 0)
-            quota = quotas[:, step] if fixed else None
-            commit, x0 = policy(logits, masked, quota, step, n_steps, gens, cfg, model)
-            commit &= masked
-            x[:, lo:lo + k] = torch.where(commit, x0, x[:, lo:lo + k])
-            # rows finished early keep their step count: the step index is per row, as in the reference
-            commit_step[:, b * k:(b + 1) * k] = torch.where(commit, row_step[:, None],
-                                                            commit_step[:, b * k:(b + 1) * k])
-            nfe += cost * working.long()
-            row_step += working.long()
-            masked = x[:, lo:lo + k] == model.mask_id
-            step += 1
-    block_ids = (torch.arange(gen, device=x.device) // k).expand(batch, -1)
-    return DecodeResult(x[:, canvas.gen_slice], commit_step, block_ids.clone(), nfe)
+    return decode_masked_diffusion(model, canvas, cfg, gens, policy,
+                                   block_forward=lambda lo: _Forward(model, canvas, cfg, lo, mode))
 
 
 def cached_decoder(reference: Callable, mode: str) -> Callable:

@@ -34,9 +34,18 @@ def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig, lo: in
 
 
 def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator],
-                            policy) -> DecodeResult:
+                            policy, block_forward=None) -> DecodeResult:
     """Run the block loop with ``policy(logits (B,K,V), masked (B,K), quota (B,), step, steps, gens, cfg,
-    model) -> (commit (B,K) bool, x0 (B,K))``; ``quota`` is None in threshold/factor mode."""
+    model) -> (commit (B,K) bool, x0 (B,K))``; ``quota`` is None in threshold/factor mode.
+
+    ``block_forward(lo) -> forward(x, first) -> (logits (B,K,V), cost)`` supplies the forward pass for the
+    block starting at canvas column ``lo`` (``first`` on its first step); the default is a full uncached
+    pass. Fast-dLLM's caches plug in here and leave the loop itself untouched.
+    """
+    if block_forward is None:
+        def block_forward(lo):
+            return lambda x, first: _forward(model, canvas, x, cfg, lo, lo + cfg.block_length)
+
     x = canvas.tokens.clone()
     batch, gen, k = x.shape[0], cfg.gen_length, cfg.block_length
     fixed = cfg.threshold is None and cfg.factor is None
@@ -47,12 +56,13 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
     row_step = torch.zeros(batch, dtype=torch.long, device=x.device)
     for b in range(gen // k):
         lo = canvas.gen_start + b * k
+        forward = block_forward(lo)
         masked = x[:, lo:lo + k] == model.mask_id
         quotas = quota_schedule(masked.sum(-1), n_steps)
         step = 0
         while masked.any() and (step < n_steps if fixed else step < max_steps):
             working = masked.any(-1)
-            logits, cost = _forward(model, canvas, x, cfg, lo, lo + k)
+            logits, cost = forward(x, first=step == 0)
             quota = quotas[:, step] if fixed else None
             commit, x0 = policy(logits, masked, quota, step, n_steps, gens, cfg, model)
             commit &= masked

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dare.backends.models.loader import detect_architecture, fingerprint, read_config
+from dare.backends.models.loader import checkpoint_dir, detect_architecture, fingerprint, read_config
 from dare.backends.models.tokenizer import load_tokenizer, render_prompt
 from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import EngineContext, GenerationRequest
-from dare.harness.errors import ModelError, PrerequisiteError
+from dare.harness.errors import PrerequisiteError
 from dare.harness.records import DecodingConfig, Generation, ModelInfo
 
 log = logging.getLogger(__name__)
@@ -39,10 +39,7 @@ class ExternalEngine:
     def __init__(self, ctx: EngineContext):
         self.ctx = ctx
         spec = ctx.model_spec
-        path = ctx.model_path or (SHIPPED_CONFIGS / "models" / spec.path if spec and spec.path else None)
-        if path is None:
-            raise ModelError(f"model {ctx.model_name!r} has no local checkpoint; pass --model-path DIR")
-        self.path = Path(path).expanduser()
+        self.path = checkpoint_dir(ctx)
         self.arch = detect_architecture(read_config(self.path), spec.architecture if spec else None)
         self._tokenizer = None
         self._backend: Any = None

@@ -22,7 +22,7 @@ from dare.backends import decoding as _decoding  # noqa: F401  (registers the de
 from dare.backends import models as _models  # noqa: F401  (registers the architectures)
 from dare.backends.decoding import strategies
 from dare.backends.decoding.common import Canvas, option, steps_per_block
-from dare.backends.models.loader import LoadedModel, detect_architecture, fingerprint, load_model, read_config
+from dare.backends.models.loader import LoadedModel, checkpoint_dir, detect_architecture, fingerprint, load_model, read_config
 from dare.backends.models.tokenizer import render_prompt
 from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import EngineContext, GenerationRequest
@@ -44,10 +44,7 @@ class TorchEngine:
     def __init__(self, ctx: EngineContext):
         self.ctx = ctx
         spec = ctx.model_spec
-        path = ctx.model_path or (SHIPPED_CONFIGS / "models" / spec.path if spec and spec.path else None)
-        if path is None:
-            raise ModelError(f"model {ctx.model_name!r} has no local checkpoint; pass --model-path DIR")
-        self.path = Path(path).expanduser()
+        self.path = checkpoint_dir(ctx)
         self.config = read_config(self.path)
         self.arch = detect_architecture(self.config, spec.architecture if spec else None)
         self.device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")

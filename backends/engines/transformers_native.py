@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import transformers
 
-from dare.backends.models.loader import fingerprint
+from dare.backends.models.loader import checkpoint_dir, fingerprint
 from dare.backends.models.tokenizer import render_prompt
 from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import EngineContext, GenerationRequest
@@ -163,11 +163,7 @@ class TransformersEngine:
 
     def __init__(self, ctx: EngineContext):
         self.ctx = ctx
-        spec = ctx.model_spec
-        path = ctx.model_path or (SHIPPED_CONFIGS / "models" / spec.path if spec and spec.path else None)
-        if path is None:
-            raise ModelError(f"model {ctx.model_name!r} has no local checkpoint; pass --model-path DIR")
-        self.path = Path(path).expanduser()
+        self.path = checkpoint_dir(ctx)
         unknown = sorted(set(ctx.options) - set(ENGINE_OPTIONS))
         if unknown:
             raise ConfigError(f"engine.{unknown[0]}: not an option of the transformers engine "

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.errors import ModelError
 from dare.harness.registry import architectures
 
@@ -95,6 +96,15 @@ def resolve_special_ids(arch: Architecture, config: dict, tok, vocab: int, mask_
         if isinstance(tid, int) and tid != tok.unk_token_id:
             stops.add(tid)
     return mask, eos, pad, tuple(sorted(stops))
+
+
+def checkpoint_dir(ctx) -> Path:
+    """An engine context's checkpoint: ``--model-path`` as resolved, else one shipped with the package."""
+    spec = ctx.model_spec
+    path = ctx.model_path or (SHIPPED_CONFIGS / "models" / spec.path if spec and spec.path else None)
+    if path is None:
+        raise ModelError(f"model {ctx.model_name!r} has no local checkpoint; pass --model-path DIR")
+    return Path(path).expanduser()
 
 
 def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None = None, eos_id: int | None = None,
