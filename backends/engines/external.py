@@ -11,12 +11,10 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from dare.backends.models.loader import checkpoint_dir, detect_architecture, fingerprint, read_config
-from dare.backends.models.tokenizer import load_tokenizer, render_prompt
-from dare.harness.config import SHIPPED_CONFIGS
+from dare.backends.models.tokenizer import load_tokenizer, render_prompt, use_chat_template
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import PrerequisiteError
 from dare.harness.records import DecodingConfig, Generation, ModelInfo
@@ -42,6 +40,7 @@ class ExternalEngine:
         self.path = checkpoint_dir(ctx)
         self.arch = detect_architecture(read_config(self.path), spec.architecture if spec else None)
         self._tokenizer = None
+        self._templated = False
         self._backend: Any = None
         self._backend_options: Any = None
 
@@ -73,16 +72,11 @@ class ExternalEngine:
 
     def _prompt(self, request: GenerationRequest) -> str:
         """The chat-templated prompt text, rendered here exactly as the torch engine renders it."""
-        spec = self.ctx.model_spec
         if self._tokenizer is None:
             self._tokenizer = load_tokenizer(self.path)
-            if spec and spec.chat_template not in ("tokenizer", "none"):
-                template = Path(spec.chat_template)
-                template = template if template.is_absolute() else SHIPPED_CONFIGS / "models" / template
-                self._tokenizer.chat_template = template.read_text()
+            self._templated = use_chat_template(self._tokenizer, self.ctx.model_spec)
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        use_template = (spec is not None and spec.chat_template != "none") or bool(self._tokenizer.chat_template)
-        return render_prompt(self._tokenizer, messages, use_template)
+        return render_prompt(self._tokenizer, messages, self._templated)
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
         options = self.map_options(decoding, self.arch.name)

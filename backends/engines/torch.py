@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
@@ -23,8 +22,7 @@ from dare.backends import models as _models  # noqa: F401  (registers the archit
 from dare.backends.decoding import strategies
 from dare.backends.decoding.common import Canvas, option, steps_per_block
 from dare.backends.models.loader import LoadedModel, checkpoint_dir, detect_architecture, fingerprint, load_model, read_config
-from dare.backends.models.tokenizer import render_prompt
-from dare.harness.config import SHIPPED_CONFIGS
+from dare.backends.models.tokenizer import render_prompt, use_chat_template
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
 from dare.harness.records import DecodingConfig, Generation, Message, ModelInfo, Trajectory
@@ -45,6 +43,7 @@ class TorchEngine:
         self.ctx = ctx
         spec = ctx.model_spec
         self.path = checkpoint_dir(ctx)
+        self._templated: bool | None = None
         self.config = read_config(self.path)
         self.arch = detect_architecture(self.config, spec.architecture if spec else None)
         self.device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -92,16 +91,9 @@ class TorchEngine:
             self.prompt_ids(requests[0].messages)
 
     def _use_template(self) -> bool:
-        spec = self.ctx.model_spec
-        if spec is None or spec.chat_template == "tokenizer":
-            return bool(self.model.tokenizer.chat_template) or spec is not None
-        if spec.chat_template == "none":
-            return False
-        template = Path(spec.chat_template)
-        if not template.is_absolute():
-            template = SHIPPED_CONFIGS / "models" / template
-        self.model.tokenizer.chat_template = template.read_text()
-        return True
+        if self._templated is None:
+            self._templated = use_chat_template(self.model.tokenizer, self.ctx.model_spec)
+        return self._templated
 
     def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
         """Token ids of the prompt the decoder sees: chat template applied (a trailing assistant message is

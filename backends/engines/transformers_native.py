@@ -27,8 +27,7 @@ import torch
 import transformers
 
 from dare.backends.models.loader import checkpoint_dir, fingerprint
-from dare.backends.models.tokenizer import render_prompt
-from dare.harness.config import SHIPPED_CONFIGS
+from dare.backends.models.tokenizer import render_prompt, use_chat_template
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
 from dare.harness.records import DecodingConfig, Generation, Message, ModelInfo, sha256_text
@@ -164,6 +163,7 @@ class TransformersEngine:
     def __init__(self, ctx: EngineContext):
         self.ctx = ctx
         self.path = checkpoint_dir(ctx)
+        self._templated: bool | None = None
         unknown = sorted(set(ctx.options) - set(ENGINE_OPTIONS))
         if unknown:
             raise ConfigError(f"engine.{unknown[0]}: not an option of the transformers engine "
@@ -247,15 +247,9 @@ class TransformersEngine:
             self.prompt_ids(requests[0].messages)
 
     def _use_template(self) -> bool:
-        spec = self.ctx.model_spec
-        if spec is None or spec.chat_template == "tokenizer":
-            return True
-        if spec.chat_template == "none":
-            return False
-        template = Path(spec.chat_template)
-        self.tokenizer.chat_template = (template if template.is_absolute()
-                                        else SHIPPED_CONFIGS / "models" / template).read_text()
-        return True
+        if self._templated is None:
+            self._templated = use_chat_template(self.tokenizer, self.ctx.model_spec)
+        return self._templated
 
     def prompt_ids(self, messages: tuple[Message, ...] | list[Message]) -> list[int]:
         """Prompt token ids: the tokenizer's chat template applied; a trailing assistant message is continued."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,19 @@ def _qwen2_class():
 
     major = int(transformers.__version__.split(".")[0])
     return transformers.Qwen2Tokenizer if major >= 5 else transformers.Qwen2TokenizerFast
+
+
+def use_chat_template(tok, spec) -> bool:
+    """Whether prompts go through a chat template; installs the model config's own template file if it
+    names one. Without a model config: the tokenizer's template when it has one (base checkpoints don't)."""
+    if spec is None:
+        return bool(tok.chat_template)
+    if spec.chat_template == "none":
+        return False
+    if spec.chat_template != "tokenizer":
+        path = Path(spec.chat_template)
+        tok.chat_template = (path if path.is_absolute() else SHIPPED_CONFIGS / "models" / path).read_text()
+    return True
 
 
 def render_prompt(tok, messages: list[dict[str, str]], use_template: bool) -> str:
