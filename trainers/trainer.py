@@ -62,6 +62,21 @@ class Timer:
             self.seconds[phase] = round(self.seconds.get(phase, 0.0) + time.perf_counter() - began, 4)
 
 
+def accumulate_gradients(algorithm, policy, batch: RolloutBatch, micro_batch_size: int,
+                         inner: int) -> tuple[float, dict[str, float]]:
+    """Backpropagate the plugin's loss over ``batch`` in micro-batches (gradients summed, weighted by each
+    micro-batch's ``LossOutput.weight``). Returns the total weight and the weight-summed metrics; the
+    caller normalises both. Shared by the local trainer and the verl workers, so plugins run unchanged."""
+    total, stats = 0.0, {}
+    for start in range(0, batch.size, micro_batch_size):
+        out = algorithm.loss(policy, batch.select(slice(start, start + micro_batch_size)), inner)
+        (out.loss * out.weight).backward()
+        total += out.weight
+        for k, v in {"loss": float(out.loss.detach()), **out.metrics}.items():
+            stats[k] = stats.get(k, 0.0) + v * out.weight
+    return total, stats
+
+
 class LocalTrainer:
     def __init__(self, config: TrainConfig, run_dir: Path):
         self.config, self.run_dir = config, run_dir
@@ -190,13 +205,7 @@ class LocalTrainer:
         first: dict[str, float] = {}
         for inner in range(self.algorithm.config.inner_steps):
             self.optimizer.zero_grad(set_to_none=True)
-            total, stats = 0.0, {}
-            for start in range(0, batch.size, cfg.micro_batch_size):
-                out = self.algorithm.loss(self.policy, batch.select(slice(start, start + cfg.micro_batch_size)), inner)
-                (out.loss * out.weight).backward()
-                total += out.weight
-                for k, v in {"loss": float(out.loss.detach()), **out.metrics}.items():
-                    stats[k] = stats.get(k, 0.0) + v * out.weight
+            total, stats = accumulate_gradients(self.algorithm, self.policy, batch, cfg.micro_batch_size, inner)
             for p in params:
                 if p.grad is not None:
                     p.grad.div_(max(total, 1e-8))

@@ -109,6 +109,7 @@ class DareWorker(Worker):
     @register(dispatch_mode=Dispatch.DP_COMPUTE_PROTO)
     def update(self, data: DataProto) -> DataProto:
         """``inner_steps`` optimizer updates on this rank's rows; ``meta_info["lrs"]`` gives each update's lr."""
+        from ..trainer import accumulate_gradients
         from .dataproto import from_dataproto
 
         batch = from_dataproto(data, self.device)
@@ -117,13 +118,7 @@ class DareWorker(Worker):
         first: dict[str, float] = {}
         for inner, lr in enumerate(lrs):
             self.optimizer.zero_grad(set_to_none=True)
-            total, stats = 0.0, {}
-            for start in range(0, batch.size, self.micro_batch_size):
-                out = self.algorithm.loss(self.policy, batch.select(slice(start, start + self.micro_batch_size)), inner)
-                (out.loss * out.weight).backward()
-                total += out.weight
-                for k, v in {"loss": float(out.loss.detach()), **out.metrics}.items():
-                    stats[k] = stats.get(k, 0.0) + v * out.weight
+            total, stats = accumulate_gradients(self.algorithm, self.policy, batch, self.micro_batch_size, inner)
             keys = sorted(stats)  # every rank computes the same metric names
             reduced = self._all_reduce([total, *(stats[k] for k in keys)])
             total, stats = reduced[0], {k: v / max(reduced[0], 1e-8) for k, v in zip(keys, reduced[1:])}
