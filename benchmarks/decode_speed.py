@@ -1,78 +1,94 @@
-"""Decoding speed of the torch engine on each architecture's tiny random model (CPU by default).
+"""Fast-dLLM caches vs the reference torch engine: tokens/s ratios and accuracy on a planning benchmark.
 
-    python benchmarks/decode_speed.py [--gen-length 64] [--batch 4] [--threads 1] [--device cpu]
+    python benchmarks/fast_decode_speed.py [--model tiny-llada] [--benchmark countdown] [--samples 64]
+        [--gen-length 256] [--block-length 32] [--batch 16] [--threshold 0.9] [--reference-samples 16]
 
-For every architecture: write a tiny checkpoint, decode ``--batch`` prompts with the architecture's usual
-strategy (LLaDA low-confidence, Dream entropy, SDAR dynamic threshold, LLaDA2 threshold, plus LLaDA2.1
-editing), and report generated tokens per second and forward passes (NFE) per generated token. Tiny
-random models say nothing about quality; the ratios show decoder overheads (e.g. the block cache makes
-SDAR's NFE per token ~1 while each forward only sees one block). The last line is one JSON object.
+Prompts come from the benchmark's own prompt template and are scored by its verifier (dare.harness), so
+the accuracies are real; the shipped tiny models have random weights, so expect ~0 accuracy: the point
+on CPU is the speed ratio. Modes: ``reference`` (torch engine, one token per step, steps = gen_length),
+``prefix`` / ``dual`` (Fast-dLLM caches, same steps), ``dual_threshold`` (dual cache + threshold commits).
+The reference is the slowest by far, so by default it decodes only the first ``--reference-samples``
+prompts (tokens/s is a rate; its accuracy is then over that subset, reported with its n).
+The last line is one JSON object with ``speedup`` (mode -> tokens/s over the reference) and ``accuracy``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
-from pathlib import Path
 
 import torch
-
+from dare.backends.engines.fastdllm import FastDllmEngine
 from dare.backends.engines.torch import TorchEngine
-from dare.backends.models.tiny import write_tiny_checkpoint
-from dare.harness.engine import EngineContext, GenerationRequest
-from dare.harness.records import DecodingConfig, Message
-
-CASES = {
-    "llada": ("llada", {"block_length": 32, "remasking": "low_confidence"}),
-    "llada_threshold": ("llada", {"block_length": 32, "remasking": "low_confidence", "threshold": 0.9}),
-    "dream": ("dream", {"remasking": "entropy"}),
-    "sdar": ("sdar", {"block_length": 4, "remasking": "low_confidence_dynamic", "threshold": 0.9}),
-    "sdar_moe": ("sdar_moe", {"block_length": 4, "remasking": "low_confidence_static"}),
-    "llada2_moe": ("llada2_moe", {"block_length": 32, "remasking": "low_confidence", "threshold": 0.95}),
-    "llada2.1_editing": ("llada2_moe", {"block_length": 32, "remasking": "editing", "threshold": 0.7,
-                                        "extra": {"editing_threshold": 0.5, "max_post_steps": 4}}),
-}
+from dare.harness import config, prompts
+from dare.harness import verifiers as _verifiers  # noqa: F401  (registers the verifiers)
+from dare.harness.data import load_samples
+from dare.harness.engine import EngineContext, GenerationRequest, request_seed
+from dare.harness.records import DecodingConfig
+from dare.harness.registry import verifiers
 
 
-def bench(engine: TorchEngine, settings: dict, gen_length: int, batch: int) -> dict:
-    settings = {"block_length": gen_length, **settings}
-    cfg = DecodingConfig(gen_length=gen_length, steps=gen_length, batch_size=batch, **settings)
-    requests = [GenerationRequest(sample_id=f"q{i}", index=0, seed=i,
-                                  messages=(Message(role="user", content=f"Question {i}: what is {i} + {i}?"),))
-                for i in range(batch)]
-    engine.generate(requests[:1], cfg.model_copy(update={"gen_length": cfg.block_length, "steps": cfg.block_length}))
+def _requests(bench, samples):
+    template = prompts.template(bench.prompt)
+    return [GenerationRequest(sample_id=s.id, index=0, messages=template.render(s), seed=request_seed(0, s.id, 0))
+            for s in samples]
+
+
+def _run(engine, requests, samples, cfg, verifier) -> dict:
+    engine.generate(requests[:1], cfg.model_copy(update={"gen_length": cfg.block_length,
+                                                         "steps": cfg.steps * cfg.block_length // cfg.gen_length}))
     start = time.perf_counter()
     outputs = engine.generate(requests, cfg)
     seconds = time.perf_counter() - start
     tokens = sum(len(g.token_ids or []) for g in outputs)
     nfe = sum(g.nfe or 0 for g in outputs)
-    return {"tokens_per_s": round(tokens / seconds, 1), "nfe_per_token": round(nfe / tokens, 3),
-            "seconds": round(seconds, 3), "tokens": tokens}
+    verdicts = verifier.verify_batch([(s, g.text) for s, g in zip(samples, outputs)])
+    return {"tokens_per_s": round(tokens / seconds, 2), "seconds": round(seconds, 2), "samples": len(outputs),
+            "nfe_per_token": round(nfe / tokens, 4), "accuracy": sum(v.passed for v in verdicts) / len(verdicts)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gen-length", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (tiny models: 1 is fastest)")
+    parser.add_argument("--model", default="tiny-llada")
+    parser.add_argument("--benchmark", default="countdown")
+    parser.add_argument("--samples", type=int, default=64)
+    parser.add_argument("--reference-samples", type=int, default=16)
+    parser.add_argument("--gen-length", type=int, default=256)
+    parser.add_argument("--block-length", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--threshold", type=float, default=0.9)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    bench = config.benchmark(args.benchmark)
+    samples = load_samples(bench.data)[:args.samples]
+    requests = _requests(bench, samples)
+    verifier = verifiers.get(bench.verifier)(**bench.verifier_args)
+    ctx = EngineContext(model_name=args.model, model_spec=config.model(args.model), device=args.device)
+    base = DecodingConfig(gen_length=args.gen_length, steps=args.gen_length, block_length=args.block_length,
+                          batch_size=args.batch)
+    modes = {"reference": (TorchEngine(ctx), base),
+             "prefix": (FastDllmEngine(ctx), base.model_copy(update={"cache": "prefix"})),
+             "dual": (FastDllmEngine(ctx), base.model_copy(update={"cache": "dual"})),
+             "dual_threshold": (FastDllmEngine(ctx), base.model_copy(update={"cache": "dual",
+                                                                             "threshold": args.threshold}))}
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        engines: dict[str, TorchEngine] = {}
-        for case, (arch, settings) in CASES.items():
-            if arch not in engines:
-                path = write_tiny_checkpoint(arch, Path(tmp) / arch)
-                ctx = EngineContext(model_name=f"tiny-{arch}", model_path=path, device=args.device)
-                engines[arch] = TorchEngine(ctx)
-            results[case] = bench(engines[arch], settings, args.gen_length, args.batch)
-            row = results[case]
-            print(f"{case:18s} {row['tokens_per_s']:8.1f} tok/s  {row['nfe_per_token']:.3f} NFE/token")
-    print(json.dumps({"device": args.device, "gen_length": args.gen_length, "batch": args.batch,
-                      "threads": args.threads, "results": results}))
+    for mode, (engine, cfg) in modes.items():
+        n = args.reference_samples if mode == "reference" else len(samples)
+        results[mode] = _run(engine, requests[:n], samples[:n], cfg, verifier)
+        print(f"{mode:15s} {results[mode]['tokens_per_s']:9.1f} tok/s  {results[mode]['nfe_per_token']:.3f} NFE/token  "
+              f"accuracy {results[mode]['accuracy']:.3f} (n={results[mode]['samples']})", flush=True)
+    verifier.close()
+    ref = results["reference"]["tokens_per_s"]
+    print(json.dumps({
+        "model": args.model, "benchmark": args.benchmark, "device": args.device, "threads": args.threads,
+        "gen_length": args.gen_length, "block_length": args.block_length, "batch": args.batch,
+        "threshold": args.threshold,
+        "speedup": {m: round(r["tokens_per_s"] / ref, 2) for m, r in results.items() if m != "reference"},
+        "accuracy": {m: r["accuracy"] for m, r in results.items()},
+        "accuracy_n": {m: r["samples"] for m, r in results.items()}, "results": results}))
 
 
 if __name__ == "__main__":

@@ -29,8 +29,9 @@ class Needs:
     rollout: sample completions from the policy (False: supervised pairs from the data).
     rewards: score rollouts with the suite's verifier.
     trajectory: per-token commit steps from the decoder (exact per-step likelihoods).
-    reference: log-probs under the frozen initial model (KL terms).
+    reference: log-probs under the frozen initial model (KL terms, DPO).
     attention: "block_causal" or "bidirectional" when the method only applies to one model family.
+    pairs: (prompt, chosen, rejected) preference pairs from the data instead of gold completions (DPO, VRPO).
     """
 
     rollout: bool = True
@@ -38,6 +39,7 @@ class Needs:
     trajectory: bool = False
     reference: bool = False
     attention: str | None = None
+    pairs: bool = False
 
 
 class Estimator:
@@ -113,6 +115,21 @@ class Algorithm:
     @property
     def num_noise_sets(self) -> int:
         return self.config.inner_steps if self.config.resample_noise else 1
+
+    def draw_noise(self, estimator: Estimator, batch: RolloutBatch, generator: torch.Generator) -> list[dict]:
+        """The S noise sets of a step, shared by the old, reference and current passes. Default: one estimator
+        draw per set; BGPO splits one stratified draw into per-sample sets (per-sample old log-probs)."""
+        return [estimator.draw(batch, generator) for _ in range(self.num_noise_sets)]
+
+    def rollout_decoding(self, decoding, arch) -> dict[str, Any]:
+        """DecodingConfig overrides this algorithm's rollouts add to the evaluation ``decoding`` (CJ-GRPO's step
+        schedule); ``arch`` is the model's architecture entry. The user's ``rollout_decoding`` still wins."""
+        return {}
+
+    def prepare(self, policy, batch: RolloutBatch, scorer) -> None:
+        """Work after the rewards and before the estimator's draws that needs the policy or the verifiers;
+        ``scorer(rows (N,), completions (N, T)) -> rewards (N,)`` grades any completions of batch rows with
+        the step's verifiers (MDPO's rewards of intermediate predictions). Default: nothing."""
 
     def advantages(self, batch: RolloutBatch) -> torch.Tensor | None:
         """Per-sequence advantages (B,), or None for supervised objectives."""

@@ -45,6 +45,8 @@ def build_parser() -> Parser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="a trainer field (lr=1e-5, group_size=4, prompts_per_step=2, ...), algo.FIELD=V, "
                    "decoding.FIELD=V (rollout and eval) or rollout.FIELD=V (rollout only); repeatable")
+    p.add_argument("--dare-compat", action="store_true", help="use the algorithm's DARE preset (X_dare: DARE's "
+                   "simplifications of the paper, e.g. one inner step, fixed mask seed, padding counted)")
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation of the final checkpoint")
     p.add_argument("--eval-limit", type=int, help="evaluate on the first N samples of each benchmark")
     p.add_argument("--list", action="store_true", help="list algorithms, presets and estimators, then exit")
@@ -109,7 +111,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
-    from .config import load_experiment
+    from .config import dare_preset, load_experiment
     from .evaluate import evaluate_checkpoint
     from .trainer import LocalTrainer
 
@@ -128,6 +130,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     if not args.config and not args.suite:
         raise ConfigError("no suite given; pass --suite NAME (a benchmark with a train split, e.g. sudoku)")
     config = load_experiment(args.config, flags)
+    if args.dare_compat:
+        config = config.model_copy(update={"algorithm": dare_preset(config.algorithm)})
     label = config.model or Path(config.model_path or "model").name
     run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
     if build_trainer is not None:

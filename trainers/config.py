@@ -69,6 +69,9 @@ class TrainConfig(BaseModel):
     lora_targets: tuple[str, ...] = Field(("q", "k", "v", "o", "qkv", "gate", "up", "down"),
                                           description="names of the nn.Linear attributes that get adapters")
     packed: bool = Field(False, description="pack variable-length rows side by side (no compute on padding)")
+    attention: Literal["auto", "sdpa", "flex"] = Field(
+        "auto", description="attention kernel of training forwards; auto: FlexAttention block masks for block "
+        "diffusion on CUDA, SDPA otherwise")
     chunk_size: int = Field(1024, ge=1, description="rows per chunk of the logits-free cross-entropy")
 
     def fingerprint(self) -> str:
@@ -92,6 +95,20 @@ def resolve_algorithm(name: str, overrides: dict[str, Any]) -> tuple[str, dict[s
         return name, dict(overrides)
     known = sorted(set(algorithms.names()) | set(presets))
     raise RegistryError(f"unknown algorithm {name!r}{did_you_mean(name, known)} (available: {', '.join(known)})")
+
+
+def dare_preset(name: str) -> str:
+    """The preset reproducing DARE's version of algorithm ``name`` (``{name}_dare``), for --dare-compat."""
+    presets = catalog("algorithms")
+    if name.endswith("_dare") and name in presets:
+        return name
+    base = load_yaml_model(presets[name], AlgorithmPreset).algorithm if name in presets else name
+    base = algorithms.get(base).name if base in algorithms else base  # aliases: diffu_grpo -> d1
+    if f"{base}_dare" in presets:
+        return f"{base}_dare"
+    having = sorted(p.removesuffix("_dare") for p in presets if p.endswith("_dare"))
+    raise ConfigError(f"--dare-compat: algorithm {name!r} has no DARE preset ({base}_dare); DARE's versions exist "
+                      f"for: {', '.join(having)}; drop --dare-compat to run the paper's version")
 
 
 def load_experiment(path: str | None, flags: dict[str, Any]) -> TrainConfig:

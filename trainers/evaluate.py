@@ -34,8 +34,8 @@ class TrainedModelEngine:
 
 
 def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """{step, reward, accuracy} per logged step (SFT rows carry the loss instead of rewards)."""
-    keys = ("reward", "accuracy", "sft_loss")
+    """{step, reward, accuracy, loss} per logged step (supervised and preference rows have no rewards)."""
+    keys = ("reward", "accuracy", "loss")
     return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows]
 
 

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from dare.backends.models.attention import resolve
 
 from .packing import pack
 
@@ -45,10 +46,12 @@ class ModelPolicy(nn.Module):
     """A loaded dLLM (``dare.backends.models.loader.LoadedModel``) made trainable.
 
     ``block_size`` is None for bidirectional (masked-diffusion) models, else the block length K used by
-    both rollout and training (the decoding's ``block_length``).
+    both rollout and training (the decoding's ``block_length``). ``kernel`` names the attention kernel of
+    training forwards (see :func:`training_kernel`); rollout decoding keeps the model's own.
     """
 
-    def __init__(self, loaded, block_size: int | None = None, chunk: int = 1024, packed: bool = False):
+    def __init__(self, loaded, block_size: int | None = None, chunk: int = 1024, packed: bool = False,
+                 kernel: str | None = None):
         super().__init__()
         self.loaded = loaded
         self.net = loaded.net
@@ -60,6 +63,7 @@ class ModelPolicy(nn.Module):
         self.block_size = (block_size or default_block) if self.attention == "block_causal" else None
         self.chunk = chunk
         self.packed = packed
+        self.kernel = kernel  # attention kernel of training forwards (None: the model's own)
 
     @property
     def device(self) -> torch.device:
@@ -67,7 +71,10 @@ class ModelPolicy(nn.Module):
 
     def hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """Final normed hidden states (B, L, H): the network without its LM head (applied chunked later)."""
-        return self.net.hidden_states(input_ids, positions, mask)
+        if self.kernel is None:
+            return self.net.hidden_states(input_ids, positions, mask)
+        with self.net.attention_kernel(self.kernel):
+            return self.net.hidden_states(input_ids, positions, mask)
 
     def token_logp(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
                    index: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,3 +101,13 @@ class ModelPolicy(nn.Module):
         # padding read out as a target was dropped: any slot stands in (its log-prob is masked by the caller)
         slot = packing.where.gather(1, source[..., None].expand(-1, -1, 2)).clamp(min=0)  # (B, N, 2)
         return h[slot[..., 0], slot[..., 1]]
+
+
+def training_kernel(requested: str, attention: str, device: torch.device | str) -> str | None:
+    """The attention kernel for training forwards: ``auto`` takes FlexAttention for block-diffusion models on
+    CUDA (the [noisy | clean] mask is mostly empty, so block-sparse kernels skip most of it) and leaves
+    everything else on the model's kernel (SDPA on CPU, where FlexAttention has no backward)."""
+    if requested != "auto":
+        return resolve(requested, device)  # flex on a CPU fails here, before any work
+    return "flex" if attention == "block_causal" and torch.device(device).type == "cuda" else None
+

@@ -41,10 +41,20 @@ class Verifiers:
 def rollout_batch(engine, items: list[TrainItem], decoding: DecodingConfig, seed: int,
                   count_padding: bool, trajectory: bool) -> tuple[RolloutBatch, list[Generation]]:
     """Generate ``decoding.num_samples`` completions per item; rows are item-major (group = item)."""
+    gens = engine.generate(rollout_requests(items, decoding, seed), decoding)
+    return batch_from_generations(engine, items, decoding, gens, count_padding, trajectory), gens
+
+
+def rollout_requests(items: list[TrainItem], decoding: DecodingConfig, seed: int) -> list[GenerationRequest]:
+    """Item-major requests with per-request seeds: any split of them over engines decodes the same."""
+    return [GenerationRequest(f"{it.sample.id}", i, it.messages, request_seed(seed, it.sample.id, i))
+            for it in items for i in range(decoding.num_samples)]
+
+
+def batch_from_generations(engine, items: list[TrainItem], decoding: DecodingConfig, gens: list[Generation],
+                           count_padding: bool, trajectory: bool) -> RolloutBatch:
+    """The :class:`RolloutBatch` of ``gens`` (in request order); ``engine`` only tokenises the prompts."""
     loaded = engine.model
-    requests = [GenerationRequest(f"{it.sample.id}", i, it.messages, request_seed(seed, it.sample.id, i))
-                for it in items for i in range(decoding.num_samples)]
-    gens = engine.generate(requests, decoding)
     prompts = [engine.prompt_ids(it.messages) for it in items for _ in range(decoding.num_samples)]
     p_ids, p_mask = left_pad(prompts, loaded.pad_id)
     completion = torch.tensor([g.token_ids for g in gens], dtype=torch.long)
@@ -57,9 +67,8 @@ def rollout_batch(engine, items: list[TrainItem], decoding: DecodingConfig, seed
             raise ModelError("the engine returned no trajectory; it cannot record step maps")
         commit = torch.tensor([g.trajectory.commit_step for g in gens], dtype=torch.long)
     groups = torch.arange(len(items)).repeat_interleave(decoding.num_samples)
-    batch = RolloutBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=completion, completion_mask=mask,
-                         completion_attn=torch.ones_like(mask), group_ids=groups, commit_step=commit)
-    return batch, gens
+    return RolloutBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=completion, completion_mask=mask,
+                        completion_attn=torch.ones_like(mask), group_ids=groups, commit_step=commit)
 
 
 def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generation], k: int):
@@ -71,9 +80,12 @@ def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generatio
     return rewards, passed, errors
 
 
-def supervised_batch(engine, items: list[TrainItem], verifier_pool: Verifiers, count_padding: bool) -> RolloutBatch:
-    """(prompt, gold completion + EOS) pairs, right-padded with the pad id. Masked-diffusion models see and
-    (with ``count_padding``) learn the padding, LLaDA style; block-diffusion models never see it."""
+def supervised_batch(engine, items: list[TrainItem], verifier_pool: Verifiers, count_padding: bool,
+                     pad_to: int = 0) -> RolloutBatch:
+    """(prompt, gold completion + EOS) pairs, right-padded with the pad id to the longest response or
+    ``pad_to``. Masked-diffusion models see and (with ``count_padding``) learn the padding, LLaDA style:
+    padded to the decoding canvas (``pad_to = gen_length``) they learn to fill the canvas after the answer
+    with EOS, as they must at evaluation. Block-diffusion models never see the padding."""
     loaded = engine.model
     prompts, responses = [], []
     for it in items:
@@ -85,7 +97,7 @@ def supervised_batch(engine, items: list[TrainItem], verifier_pool: Verifiers, c
     if not responses:
         raise ModelError("no gold completions for this batch; the verifier cannot render reference answers")
     p_ids, p_mask = left_pad(prompts, loaded.pad_id)
-    width = max(len(r) for r in responses)
+    width = max(max(len(r) for r in responses), pad_to)
     c_ids = torch.full((len(responses), width), loaded.pad_id, dtype=torch.long)
     real = torch.zeros((len(responses), width), dtype=torch.bool)
     for i, r in enumerate(responses):

@@ -31,8 +31,10 @@ from .batch import RolloutBatch
 from .config import TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
 from .lora import BaseModelPolicy, apply_lora, load_adapter_state, plain_state
-from .policy import ModelPolicy
+from .policy import ModelPolicy, training_kernel
+from .preference import preference_batch, preference_items
 from .rollout import Verifiers, rollout_batch, score, supervised_batch
+from .scoring import CompletionScorer
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -83,7 +85,8 @@ class LocalTrainer:
         algo_name, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
         self.algorithm = build_algorithm(algo_name, settings)
         self.needs = self.algorithm.requirements()
-        self.items = train_items(config.suite)
+        pairs = getattr(self.algorithm.config, "pairs", None)
+        self.items = preference_items(config.suite, pairs) if self.needs.pairs else train_items(config.suite)
         engine_cls = engines.get(config.engine)
         check_engine(engine_cls, config.engine, self.needs)
         model = resolve(config.model, config.model_path)
@@ -107,14 +110,14 @@ class LocalTrainer:
         else:
             loaded.net.requires_grad_(True)
         block = self.decoding.block_length if loaded.arch.attention == "block_causal" else None
-        self.policy = ModelPolicy(loaded, block, config.chunk_size, config.packed)
+        kernel = training_kernel(config.attention, loaded.arch.attention, device)
+        self.policy = ModelPolicy(loaded, block, config.chunk_size, config.packed, kernel)
         self.estimator = self.algorithm.bind(self.policy.attention)
         ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
         self.reference = None
         if self.needs.reference:
-            self.reference = BaseModelPolicy(self.policy) if lora else self._frozen(load_model(
-                self.base_path, loaded.arch.name, mask_id=loaded.mask_id, eos_id=loaded.eos_id, device=device,
-                dtype=_DTYPES[config.dtype]))
+            self.reference = (BaseModelPolicy(self.policy) if lora
+                              else self._frozen(self._load_reference(loaded, device)))
         self.rollout_engine, self.rollout_policy = self.engine, None
         if config.rollout_dtype and config.rollout_dtype != config.dtype:
             self.rollout_engine = self._engine(engine_cls, start_path, device, config.rollout_dtype)
@@ -152,9 +155,15 @@ class LocalTrainer:
                             options=options)
         return engine_cls(ctx)
 
+    def _load_reference(self, loaded, device: str):
+        """The frozen base model of the KL term (a hook: the verl trainer keeps it on its workers only)."""
+        return load_model(self.base_path, loaded.arch.name, mask_id=loaded.mask_id, eos_id=loaded.eos_id,
+                          device=device, dtype=_DTYPES[self.config.dtype])
+
     def _frozen(self, loaded) -> ModelPolicy:
         loaded.net.requires_grad_(False)
-        return ModelPolicy(loaded, self.policy.block_size, self.config.chunk_size, self.config.packed)
+        return ModelPolicy(loaded, self.policy.block_size, self.config.chunk_size, self.config.packed,
+                           self.policy.kernel)
 
     def _decodings(self):
         cfg = self.config
@@ -162,7 +171,8 @@ class LocalTrainer:
         defaults = self.engine.decoding_defaults() if hasattr(self.engine, "decoding_defaults") else {}
         evaluation = hcfg.decoding_with_overrides({**base, **defaults}, cfg.decoding, source="decoding")
         rows = cfg.prompts_per_step * cfg.group_size
-        rollout = {"num_samples": cfg.group_size, "batch_size": rows, **cfg.rollout_decoding}
+        algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
+        rollout = {"num_samples": cfg.group_size, "batch_size": rows, **algo, **cfg.rollout_decoding}
         return evaluation, hcfg.decoding_with_overrides(evaluation.model_dump(), rollout, source="rollout_decoding")
 
     # ---------------------------------------------------------------- one step
@@ -170,14 +180,15 @@ class LocalTrainer:
         cfg = self.config
         items = [self.items[i] for i in batch_indices(len(self.items), cfg.prompts_per_step, step, cfg.seed)]
         count_padding = self.algorithm.config.count_padding
+        if self.needs.pairs:
+            with timer("data"):
+                return preference_batch(self.engine, items, count_padding)
         if not self.needs.rollout:
             with timer("data"):
-                return supervised_batch(self.engine, items, self.verifiers, count_padding)
+                canvas = self.decoding.gen_length if self.policy.attention == "bidirectional" else 0
+                return supervised_batch(self.engine, items, self.verifiers, count_padding, canvas)
         with timer("rollout"):
-            if self.rollout_policy is not None:  # online weight update of the low-precision rollout copy
-                self.rollout_policy.net.load_state_dict(plain_state(self.policy.net))
-            batch, gens = rollout_batch(self.rollout_engine, items, self.rollout_decoding,
-                                        cfg.seed * 1_000_003 + step, count_padding, self.needs.trajectory)
+            batch, gens = self._rollout(items, cfg.seed * 1_000_003 + step, count_padding)
         with timer("reward"):
             rewards, passed, errors = score(self.verifiers, items, gens, self.rollout_decoding.num_samples)
         batch.rewards = rewards
@@ -186,6 +197,23 @@ class LocalTrainer:
                    accuracy=float(passed.float().mean()), completion_length=float(lengths.mean()),
                    verifier_errors=errors, nfe=float(sum(g.nfe or 0 for g in gens)) / len(gens))
         return batch
+
+    def _rollout(self, items, seed: int, count_padding: bool):
+        """Decode ``items`` with the rollout engine (a hook: the verl trainer decodes on its workers)."""
+        if self.rollout_policy is not None:  # online weight update of the low-precision rollout copy
+            self.rollout_policy.net.load_state_dict(plain_state(self.policy.net))
+        return rollout_batch(self.rollout_engine, items, self.rollout_decoding, seed, count_padding,
+                             self.needs.trajectory)
+
+    @property
+    def batch_device(self) -> torch.device:
+        """Where a step's batch lives (a hook: the verl trainer keeps it on the driver's CPU)."""
+        return self.policy.device
+
+    def _scorer(self, step: int) -> CompletionScorer:
+        cfg = self.config
+        items = [self.items[i] for i in batch_indices(len(self.items), cfg.prompts_per_step, step, cfg.seed)]
+        return CompletionScorer(self.verifiers, items, self.rollout_decoding.num_samples, self.engine.model)
 
     @torch.no_grad()
     def _logp(self, policy: ModelPolicy, batch: RolloutBatch) -> torch.Tensor:
@@ -224,16 +252,20 @@ class LocalTrainer:
 
     def step(self, step: int) -> dict[str, Any]:
         timer, row = Timer(), {"step": step + 1}
-        batch = self._batch(step, timer, row).to(self.policy.device)
+        batch = self._batch(step, timer, row).to(self.batch_device)
+        if self.needs.rollout:  # e.g. MDPO grades the intermediate predictions of every decoding step
+            with timer("prepare"):
+                self.algorithm.prepare(self.policy, batch, self._scorer(step))
         seed = self.algorithm.config.noise_seed
         gen = torch.Generator().manual_seed(seed if seed is not None else self.config.seed * 7_919 + step)
-        batch.noise = [self.estimator.draw(batch, gen) for _ in range(self.algorithm.num_noise_sets)]
+        batch.noise = self.algorithm.draw_noise(self.estimator, batch, gen)
         if self.needs.rollout:
             with timer("old_logp"):
                 batch.old_logp = self._logp(self.policy, batch)
-            if self.reference is not None:
-                with timer("ref_logp"):
-                    batch.ref_logp = self._logp(self.reference, batch)
+        if self.reference is not None:  # rollouts (KL terms) and supervised pairs (DPO) alike
+            with timer("ref_logp"):
+                batch.ref_logp = self._logp(self.reference, batch)
+        if self.needs.rollout:
             if self.rollout_policy is not None:
                 rollout = self._logp(self.rollout_policy, batch)[0]
                 diff = (rollout - batch.old_logp[0]).abs() * batch.completion_mask

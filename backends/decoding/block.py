@@ -16,7 +16,7 @@ import torch
 from dare.backends.models.cache import SlotKVCache
 from dare.harness.records import DecodingConfig
 
-from .common import Canvas, DecodeResult, option, quota_schedule, sample, steps_per_block, top_count
+from .common import Canvas, DecodeResult, early_eos_rejection, option, sample, step_quotas, steps_per_block, top_count
 from .common import threshold_or_quota, threshold_or_top1
 
 
@@ -86,7 +86,7 @@ def _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps
     """Denoise one window (B, K) in place of a copy; updates row_step, nfe, commit_step; returns tokens."""
     win = win.clone()
     masked = (win == model.mask_id) & wgen
-    quotas = quota_schedule(masked.sum(-1), n_steps)
+    quotas = step_quotas(cfg, masked.sum(-1), n_steps)
     editing = getattr(rule, "editing", False)
     max_post = option(cfg, "max_post_steps", 16)
     post = torch.zeros_like(row_step)
@@ -100,6 +100,7 @@ def _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps
         logits = model.net(win, wpos, attn, cache.plan(read=True))
         x0, p_filtered, p_plain = sample(logits, cfg.temperature, gens, cfg.top_k, cfg.top_p)
         conf = p_filtered if model.arch.filtered_confidence else p_plain
+        conf = early_eos_rejection(conf, x0, min(step, n_steps - 1), n_steps, cfg, model)
         quota = quotas[:, min(step, n_steps - 1)] if not editing else None
         commit = rule(conf, masked & running[:, None], quota, cfg)
         edit = torch.zeros_like(commit)

@@ -87,6 +87,56 @@ def quota_schedule(masked: torch.Tensor, steps: int) -> torch.Tensor:
     return base + extra
 
 
+def ascending_schedule(masked: torch.Tensor, steps: int) -> torch.Tensor:
+    """CJ-GRPO's ascending step sizes (ASS): step k commits 2^k tokens, the last step all the rest.
+    masked (B,) counts -> (B, steps), summing to each count; for a full block of K tokens and at most
+    :func:`max_ascending_steps` (K) steps the sizes never decrease. Partial windows are filled early."""
+    powers = 2 ** torch.arange(1, steps + 1, device=masked.device) - 1  # committed after step k: 2^(k+1) - 1
+    done = torch.minimum(powers[None, :], masked[:, None]).clone()
+    done[:, -1] = masked
+    return torch.diff(done, dim=1, prepend=torch.zeros_like(done[:, :1]))
+
+
+def max_ascending_steps(length: int) -> int:
+    """The most steps an ascending schedule can use for ``length`` tokens (about log2(length))."""
+    steps = 1
+    while length - (2 ** steps - 1) >= 2 ** (steps - 1):  # the last step still commits at least 2^(n-2)
+        steps += 1
+    return steps
+
+
+STEP_SCHEDULES = {"uniform": quota_schedule, "ascending": ascending_schedule}
+
+
+def step_quotas(cfg: DecodingConfig, masked: torch.Tensor, steps: int) -> torch.Tensor:
+    """Tokens per step (B, steps) under ``extra.step_schedule`` (uniform by default, or ascending)."""
+    name = option(cfg, "step_schedule", "uniform")
+    if name not in STEP_SCHEDULES:
+        raise ConfigError(f"unknown step_schedule {name!r}; choose one of {', '.join(STEP_SCHEDULES)}")
+    if name == "ascending" and steps > max_ascending_steps(cfg.block_length):
+        raise ConfigError(f"the ascending step schedule fills a block of {cfg.block_length} tokens in at most "
+                          f"{max_ascending_steps(cfg.block_length)} steps, not {steps}; lower steps")
+    return STEP_SCHEDULES[name](masked, steps)
+
+
+def early_eos_rejection(conf: torch.Tensor, x0: torch.Tensor, step: int, steps: int, cfg: DecodingConfig,
+                        model) -> torch.Tensor:
+    """CJ-GRPO's EOS early rejection: with ``extra.eos_gamma = [lo, hi]`` the confidence (B, K) of stop-token
+    proposals is scaled by lo + (hi - lo) * progress, progress rising from ~0 to 1 over the block's steps
+    (step / (steps - 1); with the ascending schedule the share of the block committed after this step)."""
+    gamma = option(cfg, "eos_gamma")
+    if gamma is None:
+        return conf
+    lo, hi = (float(g) for g in gamma)
+    if option(cfg, "step_schedule", "uniform") == "ascending":
+        done = ascending_schedule(torch.tensor([cfg.block_length]), steps)[0, :step + 1].sum()
+        progress = float(done) / cfg.block_length
+    else:
+        progress = step / (steps - 1) if steps > 1 else 1.0
+    stops = torch.isin(x0, torch.tensor(model.stop_ids, device=x0.device))
+    return torch.where(stops, conf * (lo + (hi - lo) * min(progress, 1.0)), conf)
+
+
 def row_noise(gens: list[torch.Generator], shape: tuple[int, ...], device) -> torch.Tensor:
     """Uniform (0, 1) float64 noise of ``shape`` per row: (B, *shape), row r from ``gens[r]``."""
     noise = torch.stack([torch.rand(shape, generator=g, dtype=torch.float64, device=g.device) for g in gens])

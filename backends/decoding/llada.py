@@ -4,14 +4,15 @@ Proposals are Gumbel-max samples in float64 (argmax at T = 0); confidence is the
 proposal under the un-tempered softmax (``low_confidence``) or a uniform random number (``random``).
 Commits follow the per-step quota, or with ``threshold`` / ``factor`` the Fast-dLLM parallel rules.
 Options in ``DecodingConfig.extra``: ``logits_eos_inf`` (never propose EOS), ``confidence_eos_eot_inf``
-(commit EOS / end-of-turn proposals last; the documented intent of the upstream flag).
+(commit EOS / end-of-turn proposals last; the documented intent of the upstream flag), ``eos_gamma`` and
+``step_schedule`` (CJ-GRPO's EOS early rejection and ascending step sizes, :mod:`.common`).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .common import factor_rule, option, row_noise, sample, threshold_or_top1, top_count
+from .common import early_eos_rejection, factor_rule, option, row_noise, sample, threshold_or_top1, top_count
 
 
 def _commit(conf, masked, quota, cfg):
@@ -40,7 +41,7 @@ def low_confidence(logits, masked, quota, step, steps, gens, cfg, model):
     """logits (B, K, V) of the active block -> (commit (B, K), x0 (B, K))."""
     logits, x0 = _proposals(logits, gens, cfg, model)
     conf = logits.softmax(-1).gather(-1, x0[..., None])[..., 0]
-    conf = _demote_eos(conf, x0, cfg, model)
+    conf = _demote_eos(early_eos_rejection(conf, x0, step, steps, cfg, model), x0, cfg, model)
     return _commit(conf, masked, quota, cfg), x0
 
 

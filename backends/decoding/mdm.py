@@ -13,7 +13,7 @@ import torch
 
 from dare.harness.records import DecodingConfig
 
-from .common import Canvas, DecodeResult, option, quota_schedule, steps_per_block
+from .common import Canvas, DecodeResult, option, step_quotas, steps_per_block
 
 
 def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig, lo: int, hi: int):
@@ -58,7 +58,7 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
         lo = canvas.gen_start + b * k
         forward = block_forward(lo)
         masked = x[:, lo:lo + k] == model.mask_id
-        quotas = quota_schedule(masked.sum(-1), n_steps)
+        quotas = step_quotas(cfg, masked.sum(-1), n_steps)
         step = 0
         while masked.any() and (step < n_steps if fixed else step < max_steps):
             working = masked.any(-1)

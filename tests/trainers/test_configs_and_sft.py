@@ -79,3 +79,41 @@ def test_cosine_schedule_warms_up_then_decays_to_zero(tiny, tmp_path, capsys):
     lrs = [r["lr"] for r in rows]  # the rate for the next update, logged after each step
     assert lrs[0] == pytest.approx(1e-2) and lrs[1] == pytest.approx(1e-2 * 0.5 * (1 + 0.5))
     assert lrs[-1] == pytest.approx(0.0, abs=1e-12) and lrs == sorted(lrs, reverse=True)
+
+
+def test_dare_compat_picks_the_dare_preset_or_says_which_exist(tiny, tmp_path, capsys):
+    from dare.trainers.config import dare_preset
+
+    assert dare_preset("d1") == "d1_dare" and dare_preset("d1_dare") == "d1_dare"
+    assert dare_preset("diffu_grpo") == "d1_dare"  # an alias resolves through its algorithm
+    args = ["--algo", "dipo", "--dare-compat", "--model-path", str(tiny["sdar"]), "--suite", "sudoku",
+            "--out", str(tmp_path), *FAST]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no DARE preset" in err and "d1" in err and err.count("\n") == 0
+
+
+def test_masked_diffusion_sft_pads_answers_to_the_decoding_canvas(tiny):
+    """LLaDA SFT trains the EOS padding up to the canvas the model decodes at evaluation."""
+    from dare.backends.engines.torch import TorchEngine
+    from dare.harness.engine import EngineContext
+    from dare.trainers.data import train_items
+    from dare.trainers.rollout import Verifiers, supervised_batch
+
+    engine = TorchEngine(EngineContext(model_name="tiny", model_path=tiny["llada"]))
+    items = train_items("sudoku")[:2]
+    natural = supervised_batch(engine, items, Verifiers(), True)
+    padded = supervised_batch(engine, items, Verifiers(), True, pad_to=natural.completion_ids.shape[1] + 20)
+    assert padded.completion_ids.shape[1] == natural.completion_ids.shape[1] + 20
+    tail = padded.completion_ids[:, natural.completion_ids.shape[1]:]
+    assert (tail == engine.model.pad_id).all() and padded.completion_mask[:, -20:].all()
+
+
+def test_training_attention_kernel_choice():
+    from dare.trainers.policy import training_kernel
+
+    assert training_kernel("auto", "block_causal", "cpu") is None  # SDPA: FlexAttention has no CPU backward
+    assert training_kernel("auto", "bidirectional", "cuda") is None
+    assert training_kernel("auto", "block_causal", "cuda") == "flex"
+    with pytest.raises(ConfigError, match="CUDA device only"):
+        training_kernel("flex", "block_causal", "cpu")

@@ -1,0 +1,117 @@
+"""BGPO, Boundary-Guided Policy Optimization (Lin et al. 2025; THU-KEG/BGPO, as run in yjyddq/DARE).
+
+The likelihood is n = 16 stratified ELBO samples per sequence (``stratified_elbo`` for masked diffusion,
+``block_stratified_elbo`` with the ``[noisy | clean]`` forward for block diffusion), each normalised by the
+padded response length L: l_j = ELBO_j / L. Each sample j gets its own surrogate against its own old value:
+
+- A > 0: r_j = 1 + (l_j - l_j_old), the tangent of exp at 0, a lower bound of exp(l_j - l_j_old) that is
+  *linear* in l_j;
+- A <= 0: r_j = exp(l_j - l_j_old); by Jensen mean_j exp(d_j) >= exp(mean_j d_j), so -A mean_j r_j bounds the
+  sequence objective from the same side.
+
+Both bounds are sums over samples, so each MC sample's gradient can be taken on its own (BGPO's constant
+memory in n); at l = l_old both give the gradient -A grad l_j. Then the dual-clip PPO loss (eps 0.2, c 3)
+per sample, averaged over samples, and a length-weighted mean over sequences (DARE's token mean of a value
+constant over each row's counted tokens). The n samples travel as n noise sets of one draw each
+(:meth:`BGPO.draw_noise`), so the trainer's old and reference passes keep one value per sample.
+DARE's LLaDA / Dream runs count the EOS padding: configs/algorithms/bgpo_dare.yaml.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from dare.harness.errors import ConfigError
+
+from ..api import Estimator, Needs, algorithm
+from ..batch import LossOutput, RolloutBatch
+from .policy_gradient import PolicyGradient, PolicyGradientConfig
+
+
+def bound_ratio(delta: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
+    """BGPO's per-sample ratio: 1 + delta where ``positive`` (A > 0), exp(delta) elsewhere; shapes (B,)."""
+    return torch.where(positive, 1 + delta, torch.exp(torch.where(positive, torch.zeros_like(delta), delta)))
+
+
+def dual_clip(ratio: torch.Tensor, adv: torch.Tensor, eps_low: float, eps_high: float,
+              clip_c: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dual-clip PPO on sequence ratios (B,): loss (B,) and whether the clip bound was taken (B,)."""
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1 - eps_low, 1 + eps_high)
+    loss = torch.maximum(unclipped, clipped)
+    took = clipped > unclipped
+    if clip_c is not None:
+        capped = torch.minimum(loss, -adv * clip_c)
+        took = torch.where(adv < 0, took | (capped < loss), took)
+        loss = torch.where(adv < 0, capped, loss)
+    return loss, took
+
+
+class BGPOConfig(PolicyGradientConfig):
+    estimator: str = "auto"
+    estimator_args: dict = Field(default_factory=lambda: {"samples": 16})
+    beta: float = Field(0.0, ge=0, le=0, description="BGPO's objective has no KL term")
+    normalise_length: int | None = Field(None, ge=1, description="divide each ELBO sample by this length; "
+                                         "None: the batch's padded response length (DARE max_response_length)")
+
+
+@algorithm("bgpo")
+class BGPO(PolicyGradient):
+    """Per-MC-sample linear (A > 0) / exponential (A <= 0) bound surrogates with dual-clip PPO."""
+
+    needs = Needs(rollout=True)
+    Config = BGPOConfig
+    default_estimator = {"bidirectional": "stratified_elbo", "block_causal": "block_stratified_elbo"}
+
+    def bind(self, attention: str) -> Estimator:
+        est = super().bind(attention)
+        if not hasattr(est, "samples"):
+            raise ConfigError(f"bgpo needs a Monte-Carlo ELBO estimator with per-sample draws (stratified_elbo, "
+                              f"block_stratified_elbo, mc_elbo, block_elbo); {est.name!r} has none")
+        return est
+
+    @property
+    def samples(self) -> int:
+        return int(getattr(self.estimator, "samples", 1))
+
+    def draw_noise(self, estimator: Estimator, batch: RolloutBatch, generator: torch.Generator) -> list[dict]:
+        """Each stratified draw of n samples split into n sets of one (tensors whose dim 1 is the sample axis)."""
+        sets = []
+        for draw in super().draw_noise(estimator, batch, generator):
+            n = self.samples
+            sets += [{k: v[:, j:j + 1] for k, v in draw.items()} for j in range(n)]
+        return sets
+
+    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+        cfg, n = self.config, self.samples
+        first = (inner_step % (len(batch.noise) // n)) * n
+        mask = batch.completion_mask
+        length = float(cfg.normalise_length or mask.shape[1])
+        adv = batch.advantages.to(torch.float32)
+        positive = adv > 0
+        total, took, ratios, entropy = 0.0, 0.0, [], 0.0
+        for j in range(first, first + n):
+            est = self.estimator.estimate(policy, batch, batch.noise[j])
+            value = (est.token_logp * mask).sum(1) / length  # l_j (B,)
+            old = (batch.old_logp[j] * mask).sum(1) / length
+            ratio = bound_ratio(value - old.to(value.dtype), positive)
+            per_row, clipped = dual_clip(ratio, adv.to(value.dtype), cfg.clip_low, cfg.clip_high, cfg.clip_c)
+            total = total + per_row / n
+            took += clipped.float() / n
+            ratios.append(ratio.detach())
+            if est.entropy is not None:
+                entropy += est.entropy.detach() / n
+        lengths = mask.sum(1).to(total.dtype)
+        weight = float(lengths.sum())
+        loss = (total * lengths).sum() / max(weight, 1e-8)
+        ratio = torch.stack(ratios)
+        rows = lengths > 0
+        metrics = {
+            "policy_loss": float(loss.detach()),
+            "clip_fraction": float((took * lengths).sum() / max(weight, 1e-8)),
+            "ratio_mean": float(ratio[:, rows].mean()) if rows.any() else 1.0,
+            "ratio_max_dev": float((ratio[:, rows] - 1).abs().max()) if rows.any() else 0.0,
+            "entropy": float((entropy * mask).sum() / max(weight, 1e-8)) if torch.is_tensor(entropy) else 0.0,
+        }
+        return LossOutput(loss=loss, weight=weight, metrics=metrics)

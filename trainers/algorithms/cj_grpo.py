@@ -1,0 +1,145 @@
+"""CJ-GRPO (Consistency-Trajectory GRPO, Yang et al. 2025, yjyddq/EOSER-ASS-RL): GRPO on the exact
+per-step transition likelihoods of the rollout's own trajectory, with the paper's decoding.
+
+The likelihood is the replay of the step map (``mdm_trajectory`` for LLaDA / Dream, ``block_trajectory``
+for SDAR / LLaDA2): log p(y_i | state before the step that committed y_i). The loss weights every
+transition equally (Eq. 11): a token's weight is 1 / (#tokens of its (row, step) transition) /
+(#transitions of its row), rows averaged; ``step_pooled`` pools each step's tokens over the micro-batch
+instead (the reference code's and DARE's masked-diffusion reduction), ``auto`` picks DARE's per family.
+
+Paper defaults: advantage r - mean, clip 0.5 (no dual clip), β = 0.04 (k3), 12 inner updates, and the
+rollout decodes with EOS early rejection (stop-token confidence × γ rising 0.01 -> 1) and the ascending
+step-size schedule (2^k tokens at step k, about log2(K) steps per block) over one full-canvas block; the
+reference code's loss keeps the tail after EOS. DARE (configs/algorithms/cj_grpo_dare.yaml): GRPO std,
+clip 0.2 with dual clip 3, no KL, one update, uniform semi-AR decoding without EOSER or ASS.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from dare.backends.decoding.common import max_ascending_steps
+from dare.harness.errors import ConfigError
+
+from ..api import Estimator, Needs, algorithm
+from ..batch import LossOutput, RolloutBatch
+from ..ops import clipped_policy_loss, kl_penalty, masked_mean
+from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
+
+_SCHEDULE_DECODERS = ("mdm", "block")  # decoder families that implement eos_gamma and step_schedule
+
+
+def transition_weights(commit_step: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Eq. 11: weight (B, T) = 1 / #tokens of the (row, step) transition / #transitions of the row, so each
+    row's weights sum to 1 (0 for rows without a counted token). commit_step (B, T) long, mask (B, T) bool."""
+    steps = torch.where(mask, commit_step, -1)
+    same = (steps[:, :, None] == steps[:, None, :]) & mask[:, :, None] & mask[:, None, :]
+    per_transition = same.sum(-1).clamp(min=1)  # (B, T) tokens sharing each token's transition
+    transitions = (mask.double() / per_transition).sum(-1, keepdim=True)  # (B, 1) distinct steps per row
+    return torch.where(mask, 1.0 / (per_transition * transitions.clamp(min=1e-12)), 0.0)
+
+
+def step_pooled_weights(commit_step: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The reference code's reduction: for each step, the mean over all of the micro-batch's tokens of that
+    step, then the mean over steps: weights (B, T) summing to 1 over the micro-batch."""
+    steps = torch.where(mask, commit_step, -1)
+    values, inverse = torch.unique(steps, return_inverse=True)
+    counts = torch.zeros(len(values), device=steps.device).index_add(0, inverse.flatten(),
+                                                                      mask.flatten().float())
+    n_steps = int((counts > 0).sum())
+    return torch.where(mask, 1.0 / (counts[inverse].clamp(min=1) * max(n_steps, 1)), 0.0).double()
+
+
+class CJGRPOConfig(PolicyGradientConfig):
+    estimator: str = "auto"
+    advantage: AdvantageKind = "mean_baseline"
+    clip_low: float = 0.5
+    clip_high: float = 0.5
+    clip_c: float | None = None
+    beta: float = 0.04
+    inner_steps: int = 12
+    count_padding: bool = True
+    reduction: Literal["transition", "step_pooled", "auto"] = Field(
+        "transition", description="equal weight per transition (Eq. 11) or per step pooled over the micro-batch "
+        "(auto: step_pooled for masked diffusion, transition for block models, as DARE)")
+    eos_gamma: tuple[float, float] | None = Field((0.01, 1.0), description="EOS early rejection: stop-token "
+                                                  "confidence scaled from gamma[0] to gamma[1] (None: off)")
+    step_schedule: Literal["uniform", "ascending"] = Field("ascending", description="tokens per decoding step")
+    ascending_steps: int | None = Field(None, ge=1, description="steps per block with the ascending schedule "
+                                        "(None: the most it allows, about log2 of the block length)")
+    full_diffusion: bool = Field(True, description="masked diffusion rollouts decode the canvas as one block")
+
+
+@algorithm("cj_grpo", aliases=("cj-grpo",))
+class CJGRPO(PolicyGradient):
+    """Clipped GRPO on exact per-step likelihoods replayed from the rollout's step map, each step weighted
+    equally, rolled out with EOS early rejection and ascending step sizes."""
+
+    needs = Needs(rollout=True, trajectory=True)
+    Config = CJGRPOConfig
+    default_estimator = {"bidirectional": "mdm_trajectory", "block_causal": "block_trajectory"}
+
+    def bind(self, attention: str) -> Estimator:
+        self.attention = attention
+        return super().bind(attention)
+
+    def rollout_decoding(self, decoding, arch) -> dict[str, Any]:
+        cfg = self.config
+        if (cfg.eos_gamma is not None or cfg.step_schedule != "uniform") and \
+                arch.decoding_family not in _SCHEDULE_DECODERS:
+            raise ConfigError(f"CJ-GRPO's EOS early rejection and ascending steps are implemented for the "
+                              f"{' and '.join(_SCHEDULE_DECODERS)} decoders, not {arch.decoding_family!r}; "
+                              "use --algo cj_grpo_dare or --set algo.eos_gamma=null --set algo.step_schedule=uniform")
+        out: dict[str, Any] = {}
+        block = decoding.block_length
+        if cfg.full_diffusion and arch.attention == "bidirectional":
+            block = out["block_length"] = decoding.gen_length
+        extra = dict(decoding.extra)
+        if cfg.eos_gamma is not None:
+            extra["eos_gamma"] = list(cfg.eos_gamma)
+        if cfg.step_schedule == "ascending":
+            extra["step_schedule"] = "ascending"
+            out["steps"] = (cfg.ascending_steps or max_ascending_steps(block)) * (decoding.gen_length // block)
+        if extra != decoding.extra:
+            out["extra"] = extra
+        return out
+
+    def _weights(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """Token weights (B, T) and the micro-batch's weight for exact accumulation."""
+        kind = self.config.reduction
+        if kind == "auto":
+            kind = "step_pooled" if getattr(self, "attention", "bidirectional") == "bidirectional" else "transition"
+        if kind == "step_pooled":
+            return step_pooled_weights(batch.commit_step, mask), 1.0
+        rows = float(mask.any(-1).sum())
+        return transition_weights(batch.commit_step, mask) / max(rows, 1.0), rows
+
+    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+        cfg = self.config
+        k = inner_step % len(batch.noise)
+        est = self.estimator.estimate(policy, batch, batch.noise[k])
+        mask = batch.completion_mask & (batch.commit_step >= 0)
+        token_loss, stats = clipped_policy_loss(est.token_logp, batch.old_logp[k], batch.advantages,
+                                                cfg.clip_low, cfg.clip_high, cfg.clip_c)
+        metrics = {}
+        if cfg.beta > 0:
+            kl = kl_penalty(est.token_logp, batch.ref_logp[k], cfg.kl_estimator)
+            token_loss = token_loss + cfg.beta * kl
+            metrics["kl_ref"] = float(masked_mean(kl.detach(), mask))
+        weights, weight = self._weights(batch, mask)
+        loss = (token_loss * weights.to(token_loss.dtype)).sum()
+        ratio = stats["ratio"]
+        log_ratio = (batch.old_logp[k] - est.token_logp).detach()
+        metrics.update(
+            clip_fraction=float(masked_mean(stats["clipped"], mask)),
+            ratio_mean=float(masked_mean(ratio, mask)),
+            ratio_max_dev=float(((ratio - 1).abs() * mask).max()) if mask.any() else 0.0,
+            ppo_kl=float(masked_mean(torch.exp(log_ratio) - log_ratio - 1, mask)),
+            entropy=float(masked_mean(est.entropy, mask)) if est.entropy is not None else 0.0,
+            transitions=float(len(torch.unique(batch.commit_step[mask]))) if mask.any() else 0.0,
+            policy_loss=float(loss.detach()),
+        )
+        return LossOutput(loss=loss, weight=weight, metrics=metrics)

@@ -1,0 +1,119 @@
+"""MDPO (Masked Diffusion Policy Optimization): policy gradient on the denoising steps themselves.
+
+For every decoding step t of a rollout the model's clean prediction x̂0_t (from the state x_t before the
+step) is graded with the task's verifier, R[b, t]. Step scores s_t = (R_t - R_{t-1} + 1) + mean_{k>t} R_k
+(R_0 = 0; the last step's mean is R_T) are normalised per prompt group and per step (unbiased std + eps);
+the K steps with the largest sum over the batch of |Â| are trained. Per chosen (row, step), on the
+positions masked in x_t: l_i = λ_t max(-Â r_i, -Â clip(r_i)) + β KL_i with r_i = p(x̂0_i | x_t) / p_old,
+λ_t = L / #masked(x_t); loss = Σ l_i c_{t,i} / Σ masked (c: the prediction's confidence).
+
+Paper defaults (spec 1.7): clip 0.2, K = 16, β = 0.02 with the k2 estimator (ℓ_ref - ℓ)² / 2, one update
+per batch. DARE (configs/algorithms/mdpo_dare.yaml) never runs the reference pass, so its KL is off.
+Masked diffusion models only (LLaDA, Dream). Shapes: B rows, S steps, K chosen steps, T tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field
+
+from ..api import Algorithm, AlgorithmConfig, Needs, algorithm
+from ..batch import LossOutput, RolloutBatch
+from ..estimators.step_prediction import step_predictions, step_states
+from ..ops import clipped_policy_loss, grpo_advantages, kl_penalty, masked_mean
+
+
+def step_scores(step_rewards: torch.Tensor) -> torch.Tensor:
+    """s_t = (R_t - R_{t-1} + 1) + mean_{k>t} R_k with R_0 = 0 and R_T for the last step: (B, S) -> (B, S)."""
+    r = step_rewards.double()
+    gain = r - torch.cat([torch.zeros_like(r[:, :1]), r[:, :-1]], 1) + 1
+    later = r.flip(1).cumsum(1).flip(1) - r  # sum over k > t
+    count = torch.arange(r.shape[1] - 1, -1, -1, device=r.device, dtype=r.dtype)  # number of k > t
+    future = torch.where(count > 0, later / count.clamp(min=1), r[:, -1:].expand_as(r))
+    return (gain + future).to(step_rewards.dtype)
+
+
+def step_advantages(scores: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Group-normalised per step (each column separately, unbiased std + eps): (B, S) -> (B, S)."""
+    return torch.stack([grpo_advantages(scores[:, t], group_ids, eps) for t in range(scores.shape[1])], 1)
+
+
+def select_steps(advantages: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` steps with the largest Σ_b |Â_{b,t}|, in increasing order: (B, S) -> (min(k, S),) long."""
+    k = min(k, advantages.shape[1])
+    return advantages.abs().sum(0).topk(k).indices.sort().values
+
+
+class MDPOConfig(AlgorithmConfig):
+    estimator: str = "step_prediction"
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.2, ge=0)
+    beta: float = Field(0.02, ge=0, description="KL coefficient against the frozen reference model")
+    kl_estimator: Literal["k1", "k2", "k3"] = "k2"
+    train_steps: int = Field(16, ge=1, description="decoding steps trained per batch (sample_train_steps)")
+    confidence_weighting: bool = Field(True, description="weight each token's loss by the prediction's confidence")
+    prediction_chunk: int = Field(8, ge=1, description="(row, step) states per forward when predicting x̂0_t")
+    advantage_eps: float = Field(1e-6, gt=0)
+    count_padding: bool = True  # the spec's mask: every position masked in x_t
+
+
+@algorithm("mdpo")
+class MDPO(Algorithm):
+    """Clipped policy gradient on the clean predictions of intermediate denoising states."""
+
+    needs = Needs(rollout=True, trajectory=True, attention="bidirectional")
+    Config = MDPOConfig
+    default_estimator = {"bidirectional": "step_prediction"}
+
+    def prepare(self, policy, batch: RolloutBatch, scorer) -> None:
+        """Grade x̂0_t of every step, form step advantages, choose the K steps to train (batch.extras)."""
+        cfg = self.config
+        here = batch.completion_ids.device  # the verl driver keeps batches on the CPU: predict on the policy's device
+        preds, conf = step_predictions(policy, batch.to(policy.device), cfg.prediction_chunk)  # (B, S, T)
+        preds, conf = preds.to(here), conf.to(here)
+        b, s, t = preds.shape
+        rows = torch.arange(b).repeat_interleave(s)
+        rewards = scorer(rows, preds.reshape(b * s, t).cpu()).view(b, s).to(here)
+        adv = step_advantages(step_scores(rewards), batch.group_ids, cfg.advantage_eps)
+        chosen = select_steps(adv, cfg.train_steps)
+        batch.extras["mdpo"] = {"steps": chosen.expand(b, -1).clone(), "targets": preds[:, chosen],
+                                "confidence": conf[:, chosen], "advantages": adv[:, chosen].float()}
+        batch.extras["mdpo_stats"] = {"step_reward_first": float(rewards[:, 0].mean()),
+                                      "step_reward_last": float(rewards[:, -1].mean()),
+                                      "trained_steps": float(chosen.numel())}
+
+    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+        cfg = self.config
+        k = inner_step % len(batch.noise)
+        chosen = batch.noise[k]
+        est = self.estimator.estimate(policy, batch, chosen)
+        logp, old = est.token_logp, batch.old_logp[k]
+        b, n, t = logp.shape
+        masked = step_states(batch.commit_step, chosen["steps"]) & batch.completion_mask[:, None, :]
+        length = batch.completion_mask.sum(-1, keepdim=True).to(logp.dtype)  # L per row, (B, 1)
+        scale = length / masked.sum(-1).clamp(min=1).to(logp.dtype)  # λ_t, (B, K)
+        token_loss, stats = clipped_policy_loss(logp.reshape(b * n, t), old.reshape(b * n, t),
+                                                chosen["advantages"].reshape(-1), cfg.clip_low, cfg.clip_high, None)
+        token_loss = token_loss.view(b, n, t) * scale[..., None]
+        metrics = dict(batch.extras.get("mdpo_stats", {}))
+        if cfg.beta > 0:
+            kl = kl_penalty(logp, batch.ref_logp[k], cfg.kl_estimator)
+            token_loss = token_loss + cfg.beta * kl
+            metrics["kl_ref"] = float(masked_mean(kl.detach(), masked))
+        weight = masked.to(logp.dtype)
+        if cfg.confidence_weighting:
+            weight = weight * chosen["confidence"].to(logp.dtype)
+        total = masked.sum()
+        loss = (token_loss * weight).sum() / (total + 1e-8)
+        ratio = stats["ratio"].view(b, n, t)
+        metrics.update(
+            clip_fraction=float(masked_mean(stats["clipped"].view(b, n, t), masked)),
+            ratio_mean=float(masked_mean(ratio, masked)),
+            ratio_max_dev=float(((ratio - 1).abs() * masked).max()) if masked.any() else 0.0,
+            entropy=float(masked_mean(est.entropy, masked)) if est.entropy is not None else 0.0,
+            masked_per_step=float(masked.sum(-1).float().mean()),
+            policy_loss=float(loss.detach()),
+        )
+        return LossOutput(loss=loss, weight=float(total), metrics=metrics)
