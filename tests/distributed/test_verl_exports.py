@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -52,3 +54,26 @@ def test_rollout_batch_round_trips_through_dataproto_and_chunks_by_row():
     assert all(torch.equal(x["t"], y["t"]) for x, y in zip(back.noise, batch.noise))
     second = from_dataproto(data.chunk(2)[1])  # what rank 1 of 2 receives: rows 2..3, S-major fields too
     assert torch.equal(second.old_logp, batch.old_logp[:, 2:]) and torch.equal(second.noise[1]["t"], batch.noise[1]["t"][2:])
+
+
+def test_import_verl_loads_dare_through_the_verl_plugins_entry_point(tmp_path):
+    """verl 0.9.1 imports the ``verl.plugins`` entry points on ``import verl``: with DARE's entry point
+    installed (here: a dist-info on the path, as ``pip install`` writes it), verl's own registry holds
+    ``dare_d1`` before anything imports DARE."""
+    import subprocess
+    import sys
+
+    info = tmp_path / "dare_entry_probe-0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: dare-entry-probe\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text("[verl.plugins]\ndare = dare.trainers.verl.plugin\n")
+    probe = ("import sys, verl\n"
+             "assert 'dare.trainers.verl.plugin' in sys.modules, 'verl did not load the entry point'\n"
+             "from verl.trainer.ppo.core_algos import get_adv_estimator_fn\n"
+             "print(get_adv_estimator_fn('dare_d1').__name__)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+           "VERL_USE_EXTERNAL_PLUGINS": "dare"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "dare_d1"

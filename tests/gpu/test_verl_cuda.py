@@ -2,7 +2,9 @@
 
 Uses the settings of configs/experiments/llada_8b_d1_verl.yaml / sdar_8b_dipo_verl.yaml on a moderate
 random checkpoint (hidden 512, 4 layers) so it fits any GPU: one DareWorker (FSDP2, nccl) on a local
-Ray cluster. Skips without CUDA or without the rl extra (verl, ray).
+Ray cluster, which rolls out with the fastdllm engine on its own (unsharded-for-decoding) policy, computes
+old / reference log-probs and updates; the driver holds no weights. Skips without CUDA or without the rl
+extra (verl, ray).
 
     pytest tests/gpu/test_verl_cuda.py -m gpu -s
 """
@@ -48,4 +50,7 @@ def test_one_verl_step_on_one_gpu(tmp_path, experiment, arch):
         ray.shutdown()
     rows = [json.loads(line) for line in (tmp_path / "smoke" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and torch.isfinite(torch.tensor(rows[0]["loss"]))
-    print(f"{experiment}: 1 verl step on 1 GPU in {time.perf_counter() - began:.1f}s, loss {rows[0]['loss']:.4g}")
+    phases = rows[0]["time"]  # rollout and old log-probs ran on the worker (the driver has no weights)
+    assert {"rollout", "old_logp", "update"} <= set(phases) and rows[0]["nfe"] > 0
+    print(f"{experiment}: 1 verl step on 1 GPU in {time.perf_counter() - began:.1f}s, loss {rows[0]['loss']:.4g}, "
+          f"phases {phases}")

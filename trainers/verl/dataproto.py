@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import numpy as np
 import torch
 
 from ..batch import RolloutBatch
@@ -47,3 +48,13 @@ def from_dataproto(data, device: torch.device | str = "cpu") -> RolloutBatch:
             plain[key] = value.transpose(0, 1) if key in _S_MAJOR else value
     count = data.meta_info.get("noise_sets", len(noise))
     return RolloutBatch(**plain, noise=[noise.get(s, {}) for s in range(count)])
+
+
+def object_array(values: list) -> np.ndarray:
+    """A 1-D object array for ``DataProto.non_tensor_batch`` (records such as requests and generations).
+
+    Filled element by element: ``np.array`` would try to unpack records that look like sequences."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out

@@ -1,12 +1,17 @@
-"""``VerlTrainer``: the local trainer's fit loop with the optimizer updates on a verl worker group.
+"""``VerlTrainer``: the local trainer's fit loop with every model computation on a verl worker group.
 
-The driver (single controller) keeps the stages that need no gradients: data order, rollout with the
-suite's decoding, rewards, estimator noise, old / reference log-probs and advantages (the algorithm
-plugin's ``advantages``), all identical to :class:`~dare.trainers.trainer.LocalTrainer`. The batch then
-travels as a ``DataProto`` to ``DareWorker.update`` (``Dispatch.DP_COMPUTE_PROTO``: one contiguous chunk
-per rank), where the plugin's ``loss`` runs on an FSDP2-sharded policy; afterwards the updated weights
-are gathered (``full_state``) into the driver's copy, which rolls out the next step and is what the
-checkpoints hold. Same data, seed and settings give the local trainer's losses and parameters.
+The driver (single controller) holds no weights (:mod:`.weightless`): it keeps data order, request seeds,
+rewards (the suite's verifiers, cheap and on CPU), estimator noise, advantages (the plugin's
+``advantages``), the learning-rate schedule, metrics and checkpoints. The workers (``DareWorker``, one per
+device, FSDP2) run, each on a contiguous chunk of the rows (``Dispatch.DP_COMPUTE_PROTO``):
+
+    generate      rollout with the evaluation's engine + DecodingConfig on the sharded policy itself
+    compute_logp  old log-probs (policy) and reference log-probs (a sharded frozen base model)
+    update        the plugin's ``loss``, ``inner_steps`` optimizer updates
+
+There is no per-step weight transfer: the workers' rollout engine decodes with the updated module. Weights
+and optimizer moments are gathered to the driver only when a checkpoint is written. Same data, seed and
+settings give the local trainer's rollouts, losses and parameters.
 """
 
 from __future__ import annotations
@@ -21,45 +26,115 @@ from dare.harness.errors import ConfigError
 from dare.harness.parallel import WorkerDiedError
 
 from .. import checkpoint as ckpt
+from ..api import Algorithm
 from ..batch import RolloutBatch
 from ..config import TrainConfig, resolve_algorithm
+from ..rollout import batch_from_generations, rollout_requests
 from ..trainer import LocalTrainer
-from .dataproto import to_dataproto
+from .dataproto import object_array, to_dataproto
 from .launch import Placement, start_worker_group, stop_worker_group
+from .weightless import materialise, release, weightless_model
 
 log = logging.getLogger(__name__)
 
 
 class VerlTrainer(LocalTrainer):
-    """LocalTrainer whose ``_update`` runs on ``placement.world_size`` verl workers."""
+    """LocalTrainer whose rollout, log-probs and updates run on ``placement.world_size`` verl workers."""
 
     def __init__(self, config: TrainConfig, run_dir: Path, placement: Placement | None = None):
         if config.lora_rank:
             raise ConfigError("--engine verl does not support LoRA yet; drop lora_rank or use the local trainer")
         if config.rollout_dtype and config.rollout_dtype != config.dtype:
-            raise ConfigError("--engine verl keeps one weight copy on the driver; drop rollout_dtype")
+            raise ConfigError("--engine verl rolls out with the trained weights themselves; drop rollout_dtype")
         resume = ckpt.latest(run_dir)
-        super().__init__(config, run_dir)
-        if self.config.engine != "torch":
-            raise ConfigError(f"--engine verl rolls out with the torch engine, not {self.config.engine!r}")
         self.placement = placement or Placement()
+        super().__init__(config, run_dir)
+        if type(self.algorithm).prepare is not Algorithm.prepare:  # MDPO: forwards on the driver's policy
+            raise ConfigError(f"--engine verl cannot run {config.algorithm!r} yet: its prepare stage needs the policy "
+                              "on the driver, which holds no weights under verl; use the local trainer")
         rows = config.prompts_per_step * (config.group_size if self.needs.rollout else 1)
         if rows % self.placement.world_size:
             raise ConfigError(f"a step has {rows} rows, not divisible by {self.placement.world_size} workers; "
                               "change prompts_per_step / group_size or the number of workers")
+        # the optimizer's own (weightless) parameter objects by name: checkpoints pack its state by them
+        self.optimizer_params = {n: p for n, p in self.policy.named_parameters() if p.requires_grad}
         self.group = start_worker_group(self.placement, {"device": self.placement.device})
-        self.worker_info = self.group.init_model(self._worker_spec(resume or self.base_path))
-        if resume is not None:  # the checkpoint's optimizer state was loaded into the driver's optimizer
-            named = [(n, p) for n, p in self.policy.named_parameters() if p.requires_grad]
-            self.group.load_optimizer_state({n: dict(self.optimizer.state.get(p, {})) for n, p in named})
+        self.worker_info = self._call("start-up", "init_model", self._worker_spec(resume or self.base_path))
+        if resume is not None:
+            self._call("start-up", "load_optimizer_state", self._saved_optimizer_state(resume))
+
+    # ------------------------------------------------------------ driver side holds no weights
+    def _engine(self, engine_cls, path: Path, device: str, dtype: str):
+        """The evaluation engine, for its prompt rendering only: its model is weightless on the driver."""
+        engine = super()._engine(engine_cls, path, device, dtype)
+        spec = self.spec
+        engine._model = weightless_model(engine.path, engine.arch.name, mask_id=spec.mask_id if spec else None,
+                                         eos_id=spec.eos_id if spec else None)
+        return engine
+
+    def _decodings(self):
+        """Rollout batches default to one rank's share of the rows: the batches each rank really decodes.
+
+        The decoded tokens can depend on the batch around a request (floating-point rounding of batched
+        matmuls flips near-tied samples; measured on tiny SDAR), so ``batch_size`` is part of the
+        DecodingConfig; the local trainer with the same ``rollout.batch_size`` reproduces these rollouts."""
+        evaluation, rollout = super()._decodings()
+        if "batch_size" in self.config.rollout_decoding:
+            return evaluation, rollout
+        share = max(rollout.batch_size // self.placement.world_size, 1)
+        return evaluation, rollout.model_copy(update={"batch_size": share})
+
+    def _load_reference(self, loaded, device: str):
+        return weightless_model(self.base_path, loaded.arch.name, mask_id=loaded.mask_id, eos_id=loaded.eos_id)
+
+    @property
+    def batch_device(self) -> torch.device:
+        return torch.device("cpu")
 
     def _worker_spec(self, path: Path) -> dict:
-        loaded, cfg = self.policy.loaded, self.config
+        cfg = self.config
         name, settings = resolve_algorithm(cfg.algorithm, cfg.algorithm_settings)
-        return dict(path=str(path), arch=loaded.arch.name, mask_id=loaded.mask_id, eos_id=loaded.eos_id,
-                    dtype=cfg.dtype, block=self.policy.block_size, chunk_size=cfg.chunk_size, packed=cfg.packed,
+        return dict(path=str(path), engine=cfg.engine, model_name=self.model_name, model_spec=self.spec,
+                    trajectory=self.needs.trajectory, dtype=cfg.dtype, block=self.policy.block_size,
+                    chunk_size=cfg.chunk_size, packed=cfg.packed, kernel=getattr(self.policy, "kernel", None),
+                    reference=str(self.base_path) if self.reference is not None else None,
                     algorithm=name, settings=settings, lr=cfg.lr, betas=list(cfg.betas),
                     weight_decay=cfg.weight_decay, micro_batch_size=cfg.micro_batch_size, grad_clip=cfg.grad_clip)
+
+    def _saved_optimizer_state(self, checkpoint: Path) -> dict[str, dict]:
+        """The checkpoint's AdamW state keyed by parameter name (it is packed in ``optimizer_params`` order)."""
+        saved = ckpt.load_state(checkpoint)["optimizer"]
+        order = [i for group in saved["param_groups"] for i in group["params"]]
+        return {name: saved["state"].get(i, {}) for name, i in zip(self.optimizer_params, order)}
+
+    def _call(self, stage: str, method: str, *args):
+        import ray
+
+        try:
+            return getattr(self.group, method)(*args)
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
+            raise WorkerDiedError(f"a verl training worker died during {stage} ({type(exc).__name__}); rerun "
+                                  "the same command to resume from the last checkpoint") from None
+
+    # ------------------------------------------------------------ stages on the workers
+    def _rollout(self, items, seed: int, count_padding: bool):
+        from verl import DataProto
+
+        decoding = self.rollout_decoding
+        requests = rollout_requests(items, decoding, seed)
+        data = DataProto.from_dict(tensors={"row": torch.arange(len(requests))},
+                                   non_tensors={"request": object_array(requests)}, meta_info={"decoding": decoding})
+        out = self._call("rollout", "generate", data)
+        gens = list(out.non_tensor_batch["generation"])
+        self.rollout_forwards = out.meta_info["metrics"]["rollout_forwards"]  # per rank
+        batch = batch_from_generations(self.engine, items, decoding, gens, count_padding, self.needs.trajectory)
+        return batch, gens
+
+    def _logp(self, policy, batch: RolloutBatch) -> torch.Tensor:
+        """(S, B, T) from the workers: ``policy`` is the driver's weightless policy or reference."""
+        which = "ref" if policy is self.reference else "old"
+        out = self._call(f"{which} log-probs", "compute_logp", to_dataproto(batch, {"which": which}))
+        return out.batch["logp"].transpose(0, 1)
 
     def _next_lrs(self) -> list[float]:
         """The learning rate of each of this step's updates; the driver's scheduler keeps the count."""
@@ -72,34 +147,25 @@ class VerlTrainer(LocalTrainer):
         return lrs
 
     def _update(self, batch: RolloutBatch) -> dict[str, float]:
-        import ray
-
-        data = to_dataproto(batch, {"lrs": self._next_lrs()})
-        try:
-            out = self.group.update(data)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
-            raise WorkerDiedError(f"a verl training worker died during an update ({type(exc).__name__}); rerun "
-                                  "the same command to resume from the last checkpoint") from None
+        out = self._call("an update", "update", to_dataproto(batch, {"lrs": self._next_lrs()}))
         metrics = out.meta_info["metrics"]  # every rank returns the same all-reduced values
-        metrics = {k: v[0] for k, v in metrics.items()} if isinstance(metrics, dict) else metrics[0]
-        self.sync_weights()
-        return metrics
+        return {k: v[0] for k, v in metrics.items()} if isinstance(metrics, dict) else metrics[0]
 
+    # ------------------------------------------------------------ checkpoints
     def step(self, step: int) -> dict:
+        release(self.policy.net)  # the weights gathered for the previous checkpoint
         row = super().step(step)
         if (step + 1) % self.config.save_every == 0 or step + 1 == self.config.steps:
-            # the checkpoint written next holds the driver's optimizer: give it the workers' moments
-            state = self.group.full_optimizer_state()[0]
-            for name, param in self.policy.named_parameters():
-                if name in state:
-                    self.optimizer.state[param] = {k: v.to(param.device) if torch.is_tensor(v) and k != "step" else v
-                                                   for k, v in state[name].items()}
+            self.gather_for_checkpoint()
         return row
 
-    def sync_weights(self) -> None:
-        """Gather the workers' updated parameters into the driver's copy (rollout + checkpoints)."""
-        state = self.group.full_state()[0]
-        self.policy.net.load_state_dict({k: v.to(self.policy.device) for k, v in state.items()})
+    def gather_for_checkpoint(self) -> None:
+        """Weights and AdamW moments from the workers into the driver's model and optimizer (collectives)."""
+        materialise(self.policy.net, self._call("a checkpoint", "full_state")[0])
+        state = self._call("a checkpoint", "full_optimizer_state")[0]
+        for name, param in self.optimizer_params.items():
+            if name in state:
+                self.optimizer.state[param] = dict(state[name])
 
     def train(self) -> Path | None:
         try:
@@ -115,6 +181,6 @@ def build(config: TrainConfig, run_dir: Path, nnodes: int | None = None, gpus_pe
     per_node = gpus_per_node or (torch.cuda.device_count() if device == "cuda" else 2)
     if (nnodes or 1) < 1 or per_node < 1:
         raise ConfigError("--nnodes and --gpus-per-node must be at least 1")
-    # rollouts stay on the torch engine; "verl" names the training engine, not a rollout engine
-    config = config.model_copy(update={"engine": "torch"})
+    # "verl" names the training engine; the workers roll out with evaluation's in-process engine for the device
+    config = config.model_copy(update={"engine": "fastdllm" if device == "cuda" else "torch"})
     return VerlTrainer(config, run_dir, Placement(nnodes or 1, per_node, device))

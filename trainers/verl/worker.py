@@ -1,8 +1,19 @@
 """``DareWorker``: one verl single-controller worker per device, holding an FSDP2-sharded policy.
 
-The worker builds the same model, algorithm and estimator as the local trainer (from our registries)
-and runs the algorithm plugin's ``loss`` unchanged on its contiguous chunk of the global batch. What
-makes N ranks equal one process (``LossOutput.weight`` accumulation, as in the local trainer):
+The worker builds the same rollout engine, model, algorithm and estimator as the local trainer (from our
+registries) and runs, on its contiguous chunk of the global batch (``Dispatch.DP_COMPUTE_PROTO``):
+
+* ``generate``: rollout with the evaluation's engine (torch on CPU, fastdllm on GPU) and DecodingConfig.
+  The engine's network *is* the sharded policy (as in the local trainer, engine and policy share one
+  module), so there is no weight sync: before decoding every FSDP2 block is unsharded once (one lockstep
+  all-gather per block) with ``reshard_after_forward`` off, then each rank runs as many forwards as its
+  own requests need (early EOS, confidence thresholds) with no collectives, and the blocks are resharded.
+  After an optimizer step the next unshard gathers the new weights. Per-request seeds make the result
+  independent of how the requests are split over ranks. Costs one unsharded weight copy during rollout.
+* ``compute_logp``: old log-probs on the policy, reference log-probs on a second sharded module (the
+  base checkpoint, frozen), for every noise set (same seeded draws as the update).
+* ``update``: the plugin's ``loss``. What makes N ranks equal one process (``LossOutput.weight``
+  accumulation, as in the local trainer):
 
 * every rank backpropagates ``sum(loss * weight)`` over its micro-batches;
 * the weight total and the metric sums are all-reduced; FSDP2's reduce-scatter averages the block
@@ -17,7 +28,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,8 +47,16 @@ def _is_dtensor(t: torch.Tensor) -> bool:
     return hasattr(t, "full_tensor") and hasattr(t, "to_local")
 
 
+def _shard_blocks(net: torch.nn.Module, mesh) -> None:
+    """FSDP2 over the transformer blocks; embedding, final norm and LM head stay replicated (see above)."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in net.layers:
+        fully_shard(layer, mesh=mesh, reshard_after_forward=True)
+
+
 class DareWorker(Worker):
-    """Actor role: sharded policy + optimizer; ``update`` runs the plugin loss on this rank's rows."""
+    """Fused actor + rollout + reference role: sharded policy, engine over it, optimizer."""
 
     def __init__(self, device: str = "cpu", timeout_s: int = 600):
         super().__init__()
@@ -52,31 +73,98 @@ class DareWorker(Worker):
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def init_model(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Build policy, algorithm, estimator and optimizer from ``spec`` (see ``VerlTrainer._worker_spec``)."""
+        """Build engine, policy, reference, algorithm and optimizer from ``spec`` (``VerlTrainer._worker_spec``)."""
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
 
         from dare.backends.models.loader import load_model
+        from dare.harness.engine import EngineContext
+        from dare.harness.registry import engines
         from dare.trainers import plugin  # noqa: F401  (registers the built-in algorithms and estimators)
         from dare.trainers.api import build_algorithm
         from dare.trainers.policy import ModelPolicy
 
-        loaded = load_model(spec["path"], spec["arch"], mask_id=spec["mask_id"], eos_id=spec["eos_id"],
-                            device=self.device, dtype=_DTYPES[spec["dtype"]])
+        options = {"dtype": spec["dtype"], "record_trajectory": spec["trajectory"]}
+        ctx = EngineContext(model_name=spec["model_name"], model_spec=spec["model_spec"],
+                            model_path=Path(spec["path"]), device=str(self.device), options=options)
+        self.engine = engines.get(spec["engine"])(ctx)
+        loaded = self.engine.model  # the engine decodes with this very network: no weight copy to sync
         loaded.net.requires_grad_(True)
         mesh = init_device_mesh(self.device_type, (self.world_size,))
-        for layer in loaded.net.layers:
-            fully_shard(layer, mesh=mesh, reshard_after_forward=True)
-        self.policy = ModelPolicy(loaded, spec["block"], spec["chunk_size"], spec["packed"])
+        _shard_blocks(loaded.net, mesh)
+        kernel = {"kernel": spec["kernel"]} if spec.get("kernel") else {}
+        self.policy = ModelPolicy(loaded, spec["block"], spec["chunk_size"], spec["packed"], **kernel)
+        self.reference = None
+        if spec["reference"]:  # the frozen base model of the KL term, sharded like the policy
+            base = load_model(spec["reference"], loaded.arch.name, mask_id=loaded.mask_id, eos_id=loaded.eos_id,
+                              device=self.device, dtype=_DTYPES[spec["dtype"]])
+            _shard_blocks(base.net, mesh)
+            self.reference = ModelPolicy(base, spec["block"], spec["chunk_size"], spec["packed"], **kernel)
         self.algorithm = build_algorithm(spec["algorithm"], spec["settings"])
-        self.algorithm.bind(self.policy.attention)
+        self.estimator = self.algorithm.bind(self.policy.attention)
         self.params = [p for p in self.policy.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=spec["lr"], betas=tuple(spec["betas"]),
                                            weight_decay=spec["weight_decay"])
         self.micro_batch_size, self.grad_clip = spec["micro_batch_size"], spec["grad_clip"]
         sharded = sum(p.numel() for p in self.params if _is_dtensor(p))
-        return {"rank": self.rank, "pid": os.getpid(), "sharded_params": sharded,
+        return {"rank": self.rank, "pid": os.getpid(), "sharded_params": sharded, "engine": self.engine.name,
                 "replicated_params": sum(p.numel() for p in self.params) - sharded}
+
+    @contextmanager
+    def _unsharded(self):
+        """Full policy weights on every rank, so ranks may run different numbers of decoding forwards."""
+        from torch.distributed.fsdp import FSDPModule
+
+        blocks = [m for m in self.policy.net.modules() if isinstance(m, FSDPModule)]
+        with torch.no_grad():
+            for block in blocks:  # the same order on every rank: one all-gather per block
+                block.set_reshard_after_forward(False, recurse=False)
+                block.unshard()
+        try:
+            yield
+        finally:
+            for block in blocks:
+                block.reshard()
+                block.set_reshard_after_forward(True, recurse=False)
+
+    @register(dispatch_mode=Dispatch.DP_COMPUTE_PROTO)
+    def generate(self, data: DataProto) -> DataProto:
+        """Decode this rank's ``non_tensor_batch["request"]`` with ``meta_info["decoding"]``; one
+        :class:`~dare.harness.records.Generation` per request in ``non_tensor_batch["generation"]``."""
+        from .dataproto import object_array
+
+        requests = list(data.non_tensor_batch["request"])
+        forwards = [0]  # network forwards of this rank (ranks may differ: rows finish at their own step)
+
+        def count(*_):
+            forwards[0] += 1
+
+        counter = self.policy.net.layers[0].register_forward_pre_hook(count)
+        try:
+            with self._unsharded():
+                gens = self.engine.generate(requests, data.meta_info["decoding"])
+        finally:
+            counter.remove()
+        return DataProto.from_dict(tensors={"row": data.batch["row"]}, non_tensors={"generation": object_array(gens)},
+                                   meta_info={"metrics": {"rollout_forwards": forwards[0]}})
+
+    @register(dispatch_mode=Dispatch.DP_COMPUTE_PROTO)
+    def compute_logp(self, data: DataProto) -> DataProto:
+        """Estimator log-probs of this rank's rows under the policy (``meta_info["which"] == "old"``) or the
+        reference (``"ref"``), for every noise set: ``logp`` (B, S, T), batch-first for ``DataProto.concat``."""
+        from .dataproto import from_dataproto
+
+        batch = from_dataproto(data, self.device)
+        policy = self.reference if data.meta_info["which"] == "ref" else self.policy
+        out = []
+        with torch.no_grad():
+            for noise in range(len(batch.noise)):  # same micro-batching as LocalTrainer._logp
+                parts = []
+                for start in range(0, batch.size, self.micro_batch_size):
+                    mb = batch.select(slice(start, start + self.micro_batch_size))
+                    parts.append(self.estimator.estimate(policy, mb, mb.noise[noise]).token_logp)
+                out.append(torch.cat(parts))
+        logp = torch.stack(out).transpose(0, 1)
+        return DataProto.from_dict(tensors={"logp": logp.detach().cpu().contiguous()})
 
     def _all_reduce(self, values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
