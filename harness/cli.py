@@ -89,8 +89,8 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
     sets = overrides.parse(args.overrides)
     if args.seed is not None:
         sets.decoding["seed"] = args.seed
-    if args.completions and args.backend != "replay":
-        raise InputError(f"--completions is only read by --backend replay, not {args.backend!r}")
+    if args.completions and not getattr(engine_cls, "reads_completions", args.backend == "replay"):
+        raise InputError(f"--completions is only read by --backend replay (or opencompass), not {args.backend!r}")
     needs_checkpoint = getattr(engine_cls, "needs_checkpoint", True)
     label = args.model
     if not needs_checkpoint and not label and not args.model_path:
@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             print(list_everything())
             return 0
         plan = make_plan(args, argv)
-        run_dir = run_eval(plan)
+        # an engine with its own evaluation loop (opencompass) runs the plan itself and writes the same record
+        run_dir = (getattr(plan.engine, "run_eval", None) or run_eval)(plan)
     except DareError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return exc.exit_code

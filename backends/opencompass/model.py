@@ -1,0 +1,130 @@
+"""``DareModel``: an OpenCompass model over any DARE engine (torch, fastdllm, lmdeploy, sglang, replay, ...).
+
+Registered in ``opencompass.registry.MODELS`` on import, so an OpenCompass config can name it by type::
+
+    models = [dict(type="dare.backends.opencompass.model.DareModel", abbr="llada-8b", engine="fastdllm",
+                   model="llada-8b-instruct", decoding=dict(gen_length=256, steps=256, block_length=32),
+                   batch_size=8, run_cfg=dict(num_gpus=1))]
+
+The engine is built by registry name with an :class:`~dare.harness.engine.EngineContext`; decoding is the
+model config's own settings, then the engine's defaults, then ``decoding``, validated into one frozen
+:class:`~dare.harness.records.DecodingConfig`. ``decoding.gen_length`` is the generated length: the
+``max_out_len`` OpenCompass passes is logged when it differs and otherwise ignored, because for a diffusion
+model the canvas length changes the answer and belongs to the comparable decoding settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from opencompass.models.base import BaseModel
+from opencompass.registry import MODELS
+
+from dare.harness import config as cfg
+from dare.harness.engine import EngineContext, GenerationRequest, request_seed
+from dare.harness.models import resolve
+from dare.harness.records import DecodingConfig, Generation
+from dare.harness.registry import engines
+
+from .messages import SampleIndex, as_dicts, is_single_prompt, to_messages
+
+log = logging.getLogger(__name__)
+
+
+@MODELS.register_module()
+class DareModel(BaseModel):
+    """OpenCompass ``BaseModel`` whose ``generate`` runs a DARE engine under one DecodingConfig.
+
+    Args (all but ``engine`` optional): ``engine`` registry name (or an engine instance), ``model`` a name
+    from configs/models (or a free label for replay), ``model_path`` a checkpoint directory, ``decoding``
+    DecodingConfig fields (or a DecodingConfig), ``suite`` whose per-suite model settings apply,
+    ``engine_options`` (``--set engine.X``), ``completions`` (replay), ``device``, ``benchmarks``: DARE
+    benchmarks whose prompts map back to sample ids (so seeds and replay match the native runner).
+    """
+
+    def __init__(self, engine: Any = "torch", model: str | None = None, model_path: str | None = None,
+                 decoding: dict | DecodingConfig | None = None, suite: str | None = None,
+                 engine_options: dict | None = None, completions: str | None = None, device: str | None = None,
+                 benchmarks: list[str] | tuple[str, ...] = (), limit: int | None = None, path: str = "",
+                 max_seq_len: int = 1 << 20, meta_template: dict | None = None, **unused: Any):
+        if unused:
+            log.debug("DareModel ignores OpenCompass options %s", sorted(unused))
+        self.index = SampleIndex(benchmarks, limit)
+        if isinstance(engine, str):
+            engine = self._build_engine(engine, model, model_path, completions, device, engine_options or {})
+        self.engine = engine
+        self.decoding = self._decoding(decoding, model, suite)
+        super().__init__(path=path or str(getattr(engine, "path", "") or model or engine.name),
+                         max_seq_len=max_seq_len, meta_template=meta_template,
+                         generation_kwargs={"num_return_sequences": self.decoding.num_samples})
+        self.generations: dict[tuple[str, int], Generation] = {}
+        self._prepared = False
+        self._warned_length = False
+
+    def _build_engine(self, name: str, model: str | None, model_path: str | None, completions: str | None,
+                      device: str | None, options: dict):
+        engine_cls = engines.get(name)
+        resolved = resolve(model or (None if model_path else name), model_path, getattr(engine_cls, "needs_checkpoint", True))
+        ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
+                            completions=Path(completions) if completions else None, device=device,
+                            options=options, sample_ids=frozenset(self.index.sample_ids))
+        return engine_cls(ctx)
+
+    def _decoding(self, decoding: dict | DecodingConfig | None, model: str | None, suite: str | None) -> DecodingConfig:
+        if isinstance(decoding, DecodingConfig):
+            return decoding
+        spec = cfg.model(model) if model and model in cfg.names("models") else None
+        base = spec.decoding_for(suite or "default") if spec else {}
+        defaults = self.engine.decoding_defaults() if hasattr(self.engine, "decoding_defaults") else {}
+        return cfg.decoding_with_overrides({**base, **defaults}, dict(decoding or {}), source="DareModel decoding")
+
+    def parse_template(self, prompt_template: Any, mode: str) -> Any:
+        """In gen mode: chat messages as dicts (one list per prompt), never a flattened string."""
+        if mode != "gen":
+            return super().parse_template(prompt_template, mode)
+        if is_single_prompt(prompt_template):
+            return as_dicts(to_messages(prompt_template))
+        return [self.parse_template(p, mode) for p in prompt_template]
+
+    def generate(self, inputs: list[Any], max_out_len: int, **kwargs: Any) -> list[str]:
+        """k = ``decoding.num_samples`` texts per input, input-major (what OpenCompass groups back)."""
+        if max_out_len and max_out_len != self.decoding.gen_length and not self._warned_length:
+            log.info("OpenCompass asks for max_out_len=%s; DARE decodes gen_length=%s tokens (the decoding setting wins)",
+                     max_out_len, self.decoding.gen_length)
+            self._warned_length = True
+        requests = []
+        for prompt in inputs:
+            messages = to_messages(prompt)
+            sample_id = self.index.sample_id(messages)
+            requests.extend(GenerationRequest(sample_id, i, messages, request_seed(self.decoding.seed, sample_id, i))
+                            for i in range(self.decoding.num_samples))
+        if not self._prepared:
+            self.engine.prepare(requests, self.decoding)
+            self._prepared = True
+        outputs = self.engine.generate(requests, self.decoding)
+        if len(outputs) != len(requests):
+            raise RuntimeError(f"engine {self.engine.name} returned {len(outputs)} generations for {len(requests)} requests")
+        for request, generation in zip(requests, outputs):
+            self.generations[(request.sample_id, request.index)] = generation
+        return [g.text for g in outputs]
+
+    def get_token_len(self, prompt: Any) -> int:
+        """Prompt length in the engine's tokens where it can tell (torch), else in whitespace words."""
+        messages = to_messages(prompt)
+        if hasattr(self.engine, "prompt_ids"):
+            return len(self.engine.prompt_ids(messages))
+        return sum(len(m.content.split()) for m in messages)
+
+    def get_ppl(self, inputs, mask_length=None):
+        raise NotImplementedError("DareModel scores by generation only (diffusion models have no left-to-right perplexity)")
+
+    def get_ppl_tokenwise(self, inputs, mask_length=None):
+        raise NotImplementedError("DareModel scores by generation only")
+
+    def encode(self, prompt: str):
+        raise NotImplementedError("DareModel does not expose token ids; use get_token_len")
+
+    def decode(self, tokens):
+        raise NotImplementedError("DareModel does not expose token ids")
