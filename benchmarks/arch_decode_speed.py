@@ -1,6 +1,6 @@
 """Decoding speed of the torch engine on each architecture's tiny random model (CPU by default).
 
-    python benchmarks/decode_speed.py [--gen-length 64] [--batch 4] [--threads 1] [--device cpu]
+    python benchmarks/arch_decode_speed.py [--gen-length 64] [--batch 4] [--threads 1] [--device cpu]
 
 For every architecture: write a tiny checkpoint, decode ``--batch`` prompts with the architecture's usual
 strategy (LLaDA low-confidence, Dream entropy, SDAR dynamic threshold, LLaDA2 threshold, plus LLaDA2.1

@@ -1,6 +1,6 @@
 """Fast-dLLM caches vs the reference torch engine: tokens/s ratios and accuracy on a planning benchmark.
 
-    python benchmarks/fast_decode_speed.py [--model tiny-llada] [--benchmark countdown] [--samples 64]
+    python benchmarks/decode_speed.py [--model tiny-llada] [--benchmark countdown] [--samples 64]
         [--gen-length 256] [--block-length 32] [--batch 16] [--threshold 0.9] [--reference-samples 16]
 
 Prompts come from the benchmark's own prompt template and are scored by its verifier (dare.harness), so

@@ -5,7 +5,7 @@ the exact block cache (SDAR-8B), and lmdeploy / SGLang where importable and a ch
         [--sdar-path ~/models/SDAR-8B-Chat] [--shape 8b|small]
 
 Weights are random bf16, created directly on the GPU from the real config.json shapes (nothing written
-to disk), so only speed is meaningful. Fixed steps = gen_length (one token per step), batch 1, greedy.
+to disk), so only speed is meaningful. Fixed steps = gen_length (one token per step), greedy, ``--batch`` copies of one prompt (default 1).
 ``--shape small`` shrinks the models (hidden 512, 4 layers) for a quick smoke run.
 The last line is one JSON object: per model and length, tokens/s per mode and ``speedup`` over reference.
 """
@@ -71,8 +71,8 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def llada_modes(model, prompt: list[int], gen: int, block: int) -> dict:
-    """tokens/s of reference / prefix / dual decoding of one prompt with ``gen`` steps."""
+def llada_modes(model, prompt: list[int], gen: int, block: int, batch: int = 1) -> dict:
+    """tokens/s of reference / prefix / dual decoding of ``batch`` copies of one prompt with ``gen`` steps."""
     cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=block)
     reference = decoders.get("mdm:low_confidence")
     runners = {"reference": lambda c, g: reference(model, c, cfg, g),
@@ -80,19 +80,19 @@ def llada_modes(model, prompt: list[int], gen: int, block: int) -> dict:
                "dual": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "dual")}
     out = {}
     for mode, run in runners.items():
-        canvas = Canvas.build([prompt], gen, model.mask_id, model.pad_id, model.device)
-        gens = [torch.Generator(device=model.device).manual_seed(0)]
-        out[mode] = round(gen / timed(partial(run, canvas, gens)), 2)
+        canvas = Canvas.build([prompt] * batch, gen, model.mask_id, model.pad_id, model.device)
+        gens = [torch.Generator(device=model.device).manual_seed(i) for i in range(batch)]
+        out[mode] = round(batch * gen / timed(partial(run, canvas, gens)), 2)
     out["speedup"] = {m: round(out[m] / out["reference"], 2) for m in ("prefix", "dual")}
     return out
 
 
-def sdar_block(model, prompt: list[int], gen: int) -> dict:
+def sdar_block(model, prompt: list[int], gen: int, batch: int = 1) -> dict:
     cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=4, remasking="low_confidence_static")
     decode = decoders.get("block:low_confidence_static")
-    canvas = Canvas.build([prompt], gen, model.mask_id, model.pad_id, model.device)
-    gens = [torch.Generator(device=model.device).manual_seed(0)]
-    return {"block_cache": round(gen / timed(partial(decode, model, canvas, cfg, gens)), 2)}
+    canvas = Canvas.build([prompt] * batch, gen, model.mask_id, model.pad_id, model.device)
+    gens = [torch.Generator(device=model.device).manual_seed(i) for i in range(batch)]
+    return {"block_cache": round(batch * gen / timed(partial(decode, model, canvas, cfg, gens)), 2)}
 
 
 def external(name: str, path: str, gen: int) -> dict:
@@ -124,21 +124,22 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[256, 1024])
     parser.add_argument("--block-length", type=int, default=32)
     parser.add_argument("--prompt-length", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=1, help="rows decoded together (copies of one prompt)")
     parser.add_argument("--shape", choices=["8b", "small"], default="8b")
     parser.add_argument("--sdar-path", default=None, help="real SDAR checkpoint for lmdeploy / sglang")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print(json.dumps({"skipped": "no CUDA device"}))
         return
-    results: dict = {"device": torch.cuda.get_device_name(), "shape": args.shape}
+    results: dict = {"device": torch.cuda.get_device_name(), "shape": args.shape, "batch": args.batch}
     prompt = [(7 * i) % 1000 + 10 for i in range(args.prompt_length)]
     for arch, config in (("llada", LLADA_8B), ("sdar", SDAR_8B)):
         config = {**config, **(SMALL[arch] if args.shape == "small" else {})}
         model = build(arch, config, "cuda")
         if arch == "llada":
-            runner = partial(llada_modes, model, prompt, block=args.block_length)
+            runner = partial(llada_modes, model, prompt, block=args.block_length, batch=args.batch)
         else:
-            runner = partial(sdar_block, model, prompt)
+            runner = partial(sdar_block, model, prompt, batch=args.batch)
         runner(gen=args.block_length)  # warm-up: kernels, allocator
         results[f"{arch}-{args.shape}"] = {str(g): runner(gen=g) for g in args.lengths}
         print(f"{arch}: {results[f'{arch}-{args.shape}']}", flush=True)

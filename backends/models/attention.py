@@ -45,9 +45,23 @@ def flash(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     return out.transpose(1, 2)
 
 
+_compiled_flex = None
+
+
+def _flex_attention():
+    """FlexAttention compiled once per process: eager flex_attention materialises the full score matrix,
+    which would forfeit the block mask's savings."""
+    global _compiled_flex
+    if _compiled_flex is None:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _compiled_flex = torch.compile(flex_attention, dynamic=None)
+    return _compiled_flex
+
+
 @kernels.register("flex")
 def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import create_block_mask
 
     block_mask = None
     if mask is not None:
@@ -57,7 +71,7 @@ def flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
             return dense[b, q_idx, kv_idx]
 
         block_mask = create_block_mask(mask_mod, dense.shape[0], None, q.shape[2], k.shape[2], device=q.device)
-    return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
+    return _flex_attention()(q, k, v, block_mask=block_mask, enable_gqa=q.shape[1] != k.shape[1])
 
 
 def resolve(name: str, device: torch.device | str) -> str:

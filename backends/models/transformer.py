@@ -10,6 +10,7 @@ Logits are returned as the network computes them; the Dream one-position shift i
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -81,6 +82,18 @@ class DiffusionTransformer(nn.Module):
         for layer in self.layers:
             layer.attn.kernel = kernels.get(chosen)
         return chosen
+
+    @contextmanager
+    def attention_kernel(self, name: str):
+        """Use kernel ``name`` inside the block, then restore the previous one (training may want FlexAttention
+        block masks while rollout decoding keeps its own kernel on the same weights)."""
+        previous = [layer.attn.kernel for layer in self.layers]
+        self.use_attention(name)
+        try:
+            yield
+        finally:
+            for layer, kernel in zip(self.layers, previous):
+                layer.attn.kernel = kernel
 
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
                       cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:

@@ -190,14 +190,14 @@ def test_engine_block_models_refuse_approximate_cache(fast_engines):
 
 
 def test_speed_benchmark_reports_ratios_and_accuracy(monkeypatch, capsys):
-    """benchmarks/fast_decode_speed.py end to end at toy size: one JSON line with every mode."""
+    """benchmarks/decode_speed.py end to end at toy size: one JSON line with every mode."""
     import json
     import runpy
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "fast_decode_speed.py"
-    monkeypatch.setattr(sys, "argv", ["fast_decode_speed.py", "--samples", "4", "--reference-samples", "2",
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "decode_speed.py"
+    monkeypatch.setattr(sys, "argv", ["decode_speed.py", "--samples", "4", "--reference-samples", "2",
                                       "--gen-length", "16", "--block-length", "8", "--batch", "2"])
     threads = torch.get_num_threads()
     try:
