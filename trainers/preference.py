@@ -27,7 +27,7 @@ from dare.harness.records import Message, Sample
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .batch import RolloutBatch
-from .data import left_pad
+from .rollout import text_pairs_batch
 
 
 class PreferenceRecord(BaseModel):
@@ -138,22 +138,11 @@ def preference_batch(engine, items: list[PreferenceItem], count_padding: bool) -
     """Interleaved (chosen, rejected) rows of ``items``: completion + EOS, right-padded with the pad id.
     Masked-diffusion models see the padding (counted only with ``count_padding``), block-diffusion models
     never see it (as :func:`~dare.trainers.rollout.supervised_batch`)."""
-    loaded = engine.model
     prompts, responses = [], []
     for it in items:
         ids = engine.prompt_ids(it.messages)
         for text in (it.record.chosen, it.record.rejected):
             prompts.append(ids)
-            responses.append(loaded.tokenizer(text, add_special_tokens=False)["input_ids"] + [loaded.eos_id])
-    p_ids, p_mask = left_pad(prompts, loaded.pad_id)
-    width = max(len(r) for r in responses)
-    c_ids = torch.full((len(responses), width), loaded.pad_id, dtype=torch.long)
-    real = torch.zeros((len(responses), width), dtype=torch.bool)
-    for i, r in enumerate(responses):
-        c_ids[i, :len(r)] = torch.tensor(r)
-        real[i, :len(r)] = True
-    bidirectional = loaded.arch.attention == "bidirectional"
-    attn = torch.ones_like(real) if bidirectional else real
-    mask = attn if count_padding and bidirectional else real
-    return RolloutBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=c_ids, completion_mask=mask,
-                        completion_attn=attn, group_ids=torch.arange(len(items)).repeat_interleave(2))
+            responses.append(text)
+    group_ids = torch.arange(len(items)).repeat_interleave(2)
+    return text_pairs_batch(engine.model, prompts, responses, count_padding, group_ids)

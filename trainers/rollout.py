@@ -93,18 +93,27 @@ def supervised_batch(engine, items: list[TrainItem], verifier_pool: Verifiers, c
         if gold is None:
             continue
         prompts.append(engine.prompt_ids(it.messages))
-        responses.append(loaded.tokenizer(gold, add_special_tokens=False)["input_ids"] + [loaded.eos_id])
+        responses.append(gold)
     if not responses:
         raise ModelError("no gold completions for this batch; the verifier cannot render reference answers")
+    return text_pairs_batch(loaded, prompts, responses, count_padding, torch.arange(len(responses)), pad_to)
+
+
+def text_pairs_batch(loaded, prompts: list[list[int]], responses: list[str], count_padding: bool,
+                     group_ids: torch.Tensor, pad_to: int = 0) -> RolloutBatch:
+    """A batch of fixed (prompt ids, response text + EOS) rows: prompts left-padded, responses right-padded
+    with the pad id to the longest or ``pad_to``. Masked-diffusion rows attend to (and with
+    ``count_padding`` learn) the padding; block-diffusion rows never see it. group_ids (B,)."""
+    ids = [loaded.tokenizer(text, add_special_tokens=False)["input_ids"] + [loaded.eos_id] for text in responses]
     p_ids, p_mask = left_pad(prompts, loaded.pad_id)
-    width = max(max(len(r) for r in responses), pad_to)
-    c_ids = torch.full((len(responses), width), loaded.pad_id, dtype=torch.long)
-    real = torch.zeros((len(responses), width), dtype=torch.bool)
-    for i, r in enumerate(responses):
+    width = max(max(len(r) for r in ids), pad_to)
+    c_ids = torch.full((len(ids), width), loaded.pad_id, dtype=torch.long)
+    real = torch.zeros((len(ids), width), dtype=torch.bool)
+    for i, r in enumerate(ids):
         c_ids[i, :len(r)] = torch.tensor(r)
         real[i, :len(r)] = True
     bidirectional = loaded.arch.attention == "bidirectional"
     attn = torch.ones_like(real) if bidirectional else real
     mask = attn if count_padding and bidirectional else real
     return RolloutBatch(prompt_ids=p_ids, prompt_mask=p_mask, completion_ids=c_ids, completion_mask=mask,
-                        completion_attn=attn, group_ids=torch.arange(len(responses)))
+                        completion_attn=attn, group_ids=group_ids)

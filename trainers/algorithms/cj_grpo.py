@@ -26,7 +26,6 @@ from dare.harness.errors import ConfigError
 
 from ..api import Estimator, Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
-from ..ops import clipped_policy_loss, kl_penalty, masked_mean
 from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
 
 _SCHEDULE_DECODERS = ("mdm", "block")  # decoder families that implement eos_gamma and step_schedule
@@ -107,39 +106,23 @@ class CJGRPO(PolicyGradient):
             out["extra"] = extra
         return out
 
-    def _weights(self, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """Token weights (B, T) and the micro-batch's weight for exact accumulation."""
+    def loss_mask(self, batch: RolloutBatch) -> torch.Tensor:
+        return batch.completion_mask & (batch.commit_step >= 0)
+
+    def reduce(self, token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """Token weights (B, T) per ``reduction``, and the micro-batch's weight for exact accumulation."""
         kind = self.config.reduction
         if kind == "auto":
             kind = "step_pooled" if getattr(self, "attention", "bidirectional") == "bidirectional" else "transition"
         if kind == "step_pooled":
-            return step_pooled_weights(batch.commit_step, mask), 1.0
-        rows = float(mask.any(-1).sum())
-        return transition_weights(batch.commit_step, mask) / max(rows, 1.0), rows
+            weights, weight = step_pooled_weights(batch.commit_step, mask), 1.0
+        else:
+            rows = float(mask.any(-1).sum())
+            weights, weight = transition_weights(batch.commit_step, mask) / max(rows, 1.0), rows
+        return (token_loss * weights.to(token_loss.dtype)).sum(), weight
 
     def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        cfg = self.config
-        k = inner_step % len(batch.noise)
-        est = self.estimator.estimate(policy, batch, batch.noise[k])
-        mask = batch.completion_mask & (batch.commit_step >= 0)
-        token_loss, stats = clipped_policy_loss(est.token_logp, batch.old_logp[k], batch.advantages,
-                                                cfg.clip_low, cfg.clip_high, cfg.clip_c)
-        metrics = {}
-        if cfg.beta > 0:
-            kl = kl_penalty(est.token_logp, batch.ref_logp[k], cfg.kl_estimator)
-            token_loss = token_loss + cfg.beta * kl
-            metrics["kl_ref"] = float(masked_mean(kl.detach(), mask))
-        weights, weight = self._weights(batch, mask)
-        loss = (token_loss * weights.to(token_loss.dtype)).sum()
-        ratio = stats["ratio"]
-        log_ratio = (batch.old_logp[k] - est.token_logp).detach()
-        metrics.update(
-            clip_fraction=float(masked_mean(stats["clipped"], mask)),
-            ratio_mean=float(masked_mean(ratio, mask)),
-            ratio_max_dev=float(((ratio - 1).abs() * mask).max()) if mask.any() else 0.0,
-            ppo_kl=float(masked_mean(torch.exp(log_ratio) - log_ratio - 1, mask)),
-            entropy=float(masked_mean(est.entropy, mask)) if est.entropy is not None else 0.0,
-            transitions=float(len(torch.unique(batch.commit_step[mask]))) if mask.any() else 0.0,
-            policy_loss=float(loss.detach()),
-        )
-        return LossOutput(loss=loss, weight=weight, metrics=metrics)
+        out = super().loss(policy, batch, inner_step)
+        mask = self.loss_mask(batch)
+        out.metrics["transitions"] = float(len(torch.unique(batch.commit_step[mask]))) if mask.any() else 0.0
+        return out

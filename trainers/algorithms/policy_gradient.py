@@ -40,11 +40,20 @@ class PolicyGradient(Algorithm):
         cfg = self.config
         return ADVANTAGES[cfg.advantage](batch.rewards, batch.group_ids, cfg.advantage_eps)
 
+    def loss_mask(self, batch: RolloutBatch) -> torch.Tensor:
+        """Tokens (B, T) bool that enter the loss; CJ-GRPO keeps only tokens with a recorded transition."""
+        return batch.completion_mask
+
+    def reduce(self, token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """(loss, weight of this micro-batch): the token mean here; the trainer keeps it exact across
+        micro-batches by weighting each with ``weight``."""
+        return masked_mean(token_loss, mask), float(mask.sum())
+
     def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
         cfg = self.config
         k = inner_step % len(batch.noise)
         est = self.estimator.estimate(policy, batch, batch.noise[k])
-        mask = batch.completion_mask
+        mask = self.loss_mask(batch)
         token_loss, stats = clipped_policy_loss(est.token_logp, batch.old_logp[k], batch.advantages,
                                                 cfg.clip_low, cfg.clip_high, cfg.clip_c)
         metrics = {}
@@ -52,7 +61,7 @@ class PolicyGradient(Algorithm):
             kl = kl_penalty(est.token_logp, batch.ref_logp[k], cfg.kl_estimator)
             token_loss = token_loss + cfg.beta * kl
             metrics["kl_ref"] = float(masked_mean(kl.detach(), mask))
-        loss = masked_mean(token_loss, mask)
+        loss, weight = self.reduce(token_loss, batch, mask)
         ratio = stats["ratio"]
         log_ratio = (batch.old_logp[k] - est.token_logp).detach()
         metrics.update(
@@ -63,4 +72,4 @@ class PolicyGradient(Algorithm):
             entropy=float(masked_mean(est.entropy, mask)) if est.entropy is not None else 0.0,
             policy_loss=float(loss.detach()),
         )
-        return LossOutput(loss=loss, weight=float(mask.sum()), metrics=metrics)
+        return LossOutput(loss=loss, weight=weight, metrics=metrics)
