@@ -111,7 +111,8 @@ def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None 
                device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                attention: str = "auto") -> LoadedModel:
     """Build the network on ``device`` (float32 on CPU, bfloat16 on CUDA unless ``dtype``) and load weights;
-    ``attention`` picks the kernel (see :mod:`.attention`)."""
+    ``attention`` picks the kernel (see :mod:`.attention`). ``device="meta"`` gives shapes, tokenizer and
+    special ids without weights (a driver that only coordinates workers holding the real copies)."""
     path = Path(path).expanduser()
     config = read_config(path)
     arch = detect_architecture(config, arch_name)
@@ -121,7 +122,8 @@ def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None 
     dtype = dtype or (torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32)
     with torch.device("meta"):
         net = DiffusionTransformer(args)
-    load_state(net, arch, path, dtype=dtype, device=device)
+    if torch.device(device).type != "meta":
+        load_state(net, arch, path, dtype=dtype, device=device)
     net.use_attention(attention)
     net.eval().requires_grad_(False)
     log.info("loaded %s (%s) from %s on %s", arch.name, dtype, path, device)

@@ -13,24 +13,13 @@ from pathlib import Path
 
 import torch
 
-from dare.backends.models.loader import LoadedModel, detect_architecture, read_config, resolve_special_ids
-from dare.backends.models.tokenizer import load_tokenizer
-from dare.backends.models.transformer import DiffusionTransformer
+from dare.backends.models.loader import LoadedModel, load_model
 
 
 def weightless_model(path: Path, arch_name: str | None = None, *, mask_id: int | None = None,
                      eos_id: int | None = None) -> LoadedModel:
     """``load_model``'s result with every parameter on ``meta`` (resolved exactly as ``load_model`` does)."""
-    path = Path(path).expanduser()
-    config = read_config(path)
-    arch = detect_architecture(config, arch_name)
-    args = arch.build_args(config)
-    tok = load_tokenizer(path)
-    mask, eos, pad, stops = resolve_special_ids(arch, config, tok, args.vocab_size, mask_id, eos_id)
-    with torch.device("meta"):
-        net = DiffusionTransformer(args)
-    net.eval().requires_grad_(False)
-    return LoadedModel(arch, net, tok, config, mask, eos, pad, stops)
+    return load_model(path, arch_name, mask_id=mask_id, eos_id=eos_id, device="meta")
 
 
 def materialise(net: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
