@@ -9,6 +9,7 @@ family's format and the mask token. Used by tests, benchmarks and anyone needing
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -122,21 +123,58 @@ def write_tokenizer(directory: Path, specials: list[str], roles: dict[str, str],
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
     tok.save(str(directory / "tokenizer.json"))
+    _write_tokenizer_config(directory, roles, template)
+    return {s: tok.token_to_id(s) for s in specials}
+
+
+def _write_tokenizer_config(directory: Path, roles: dict[str, str], template: str) -> None:
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": False, "add_eos_token": False,
               "clean_up_tokenization_spaces": False, "model_max_length": 4096, **roles, "chat_template": template}
     (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
-    return {s: tok.token_to_id(s) for s in specials}
+
+
+def train_tokenizer(directory: Path, specials: list[str], roles: dict[str, str], template: str,
+                    corpus: Iterable[str], vocab_size: int) -> tuple[dict[str, int], int]:
+    """A byte-level BPE trained on ``corpus`` (digits kept one per token, merges free to cross spaces, so a
+    prompt template repeated in every row compresses to a few dozen tokens) + tokenizer_config.json.
+
+    Returns the special ids and the embedding rows: the vocabulary rounded up to a multiple of 64, like the
+    padded embeddings of real checkpoints."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(corpus, trainer)
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    tok.save(str(directory / "tokenizer.json"))
+    _write_tokenizer_config(directory, roles, template)
+    return {s: tok.token_to_id(s) for s in specials}, -(-tok.get_vocab_size() // 64) * 64
 
 
 def write_tiny_checkpoint(arch_name: str, directory: str | Path, seed: int = 0, std: float = 0.1,
                           config_overrides: dict[str, Any] | None = None,
-                          dtype: torch.dtype = torch.float32) -> Path:
-    """Write a tiny random checkpoint of ``arch_name`` (one of :data:`ARCHITECTURES`) into ``directory``."""
+                          dtype: torch.dtype = torch.float32, tokenizer_corpus: Iterable[str] | None = None,
+                          tokenizer_vocab: int = 1024) -> Path:
+    """Write a tiny random checkpoint of ``arch_name`` (one of :data:`ARCHITECTURES`) into ``directory``.
+
+    With ``tokenizer_corpus`` the tokenizer is a BPE of at most ``tokenizer_vocab`` tokens trained on it
+    (see :func:`train_tokenizer`) instead of the bare byte-level one."""
     family = _FAMILIES[arch_name]
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ids = write_tokenizer(directory, family["specials"], family["roles"], family["template"])
-    config = {**family["config"](ids), "torch_dtype": str(dtype).removeprefix("torch."), **(config_overrides or {})}
+    vocab = {}
+    if tokenizer_corpus is None:
+        ids = write_tokenizer(directory, family["specials"], family["roles"], family["template"])
+    else:
+        ids, rows = train_tokenizer(directory, family["specials"], family["roles"], family["template"],
+                                    tokenizer_corpus, tokenizer_vocab)
+        vocab = {key: rows for key in ("vocab_size", "embedding_size") if key in family["config"](ids)}
+    config = {**family["config"](ids), **vocab, "torch_dtype": str(dtype).removeprefix("torch."),
+              **(config_overrides or {})}
     (directory / "config.json").write_text(json.dumps(config, indent=2))
     arch = architectures.get(arch_name)
     net = DiffusionTransformer(arch.build_args(config))
@@ -145,13 +183,13 @@ def write_tiny_checkpoint(arch_name: str, directory: str | Path, seed: int = 0, 
     return directory
 
 
-# the tiny models shipped with the package (configs/models/tiny-*.yaml): name -> architecture
-SHIPPED = {"tiny-llada": "llada", "tiny-dream": "dream", "tiny-sdar": "sdar", "tiny-sdar-moe": "sdar_moe",
-           "tiny-llada2": "llada2_moe"}
+# the random tiny models shipped with the package (configs/models/tiny-*.yaml): name -> architecture.
+# tiny-llada and tiny-sdar are trained instead (see dare.backends.models.tiny_planning).
+SHIPPED = {"tiny-dream": "dream", "tiny-sdar-moe": "sdar_moe", "tiny-llada2": "llada2_moe"}
 
 
 def write_shipped(root: Path) -> list[Path]:
-    """(Re)write the shipped tiny checkpoints under ``root`` (configs/models): bf16, seed 0."""
+    """(Re)write the shipped random tiny checkpoints under ``root`` (configs/models): bf16, seed 0."""
     return [write_tiny_checkpoint(arch, root / name, seed=0, dtype=torch.bfloat16) for name, arch in SHIPPED.items()]
 
 
