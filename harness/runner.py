@@ -199,7 +199,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
     for sample, pairs in ready:
         verdicts = [vcache.get(vkey(sample, g)) for _, g in pairs]
         per_sample.append(verdicts)
-        rows.extend(_sample_row(spec.name, sample, req, gen, v) for (req, gen), v in zip(pairs, verdicts))
+        rows.extend(sample_row(spec.name, sample, req, gen, v) for (req, gen), v in zip(pairs, verdicts))
     metric_values, counts = metric_lib.compute(spec.metrics, per_sample, k)
     counts.update(generated=state.generated.get(spec.name, 0), cached=state.cached.get(spec.name, 0),
                   missing=len(work.samples) - len(ready))
@@ -207,7 +207,8 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
     return BenchmarkResult(info, metric_values, counts, rows)
 
 
-def _sample_row(benchmark: str, sample: Sample, req: GenerationRequest, gen: Generation, v: Verdict) -> dict:
+def sample_row(benchmark: str, sample: Sample, req: GenerationRequest, gen: Generation, v: Verdict) -> dict:
+    """One samples.jsonl row (shared by every runner that writes a RunRecord, e.g. the OpenCompass one)."""
     return {
         "benchmark": benchmark, "id": sample.id, "index": req.index,
         "messages": [m.model_dump() for m in req.messages], "reference": sample.reference,

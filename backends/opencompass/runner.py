@@ -27,7 +27,7 @@ from dare.harness.errors import ConfigError
 from dare.harness.models import resolve
 from dare.harness.records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Verdict
 from dare.harness.registry import engines
-from dare.harness.runner import EvalPlan, _sample_row, plan_benchmark
+from dare.harness.runner import EvalPlan, sample_row, plan_benchmark
 from dare.harness.rundir import environment_info, new_run_dir, slug, write_run
 from dare.harness.verifiers import verifiers
 
@@ -113,7 +113,7 @@ class OpenCompassEngine:
             k = plan.decoding.num_samples
             for i, (sample, verdicts) in enumerate(zip(work.samples, per_sample)):
                 for request, verdict in zip(work.requests[i * k:(i + 1) * k], verdicts):
-                    rows.append(_sample_row(name, sample, request, model.generations[(sample.id, request.index)], verdict))
+                    rows.append(sample_row(name, sample, request, model.generations[(sample.id, request.index)], verdict))
         timing["total_s"] = round(time.monotonic() - started, 3)
         record = RunRecord(
             run_id=run_dir.name, status="complete", created_at=created.isoformat(),
