@@ -40,7 +40,7 @@ def test_trained_tiny_models_carry_recipe_and_log(name):
     import json
 
     root = config.SHIPPED_CONFIGS / "models" / name
-    recipe = json.loads((root / "training_config.json").read_text())
+    recipe = json.loads((root / "training_config.json").read_text())["config"]
     log = [json.loads(line) for line in (root / "training_log.jsonl").read_text().splitlines()]
     assert recipe["algorithm"] == "sft" and len(log) == recipe["steps"]
     assert [row["step"] for row in log] == list(range(1, recipe["steps"] + 1))

@@ -71,7 +71,7 @@ def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "dare.harness.cli", "--no-progress", "--backend", "sudoku-solver", "--model", "solver",
          "--suite", "sudoku", "--limit", "40", "--out", str(tmp_path / "runs"), "--set", "batch_size=4",
-         "--set", "engine.delay=0.15", "--set", f"engine.counter={counter}"],
+         "--set", "engine.delay=0.4", "--set", f"engine.counter={counter}"],  # ~3 s left after the signal
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while _count(counter) < 8 and time.monotonic() < deadline:
