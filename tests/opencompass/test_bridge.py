@@ -125,7 +125,9 @@ def test_config_builders_describe_models_and_suites():
     datasets = dare_datasets("planning", limit=2)
     assert [d["abbr"] for d in datasets] == ["dare-countdown", "dare-sudoku"]
     model = dare_model("torch", "tiny-llada", benchmarks=["sudoku"])
-    assert model["max_out_len"] == 32 and model["batch_size"] == 16 and model["benchmarks"] == ["sudoku"]
+    default = config.model("tiny-llada").decoding_for("sudoku")  # the model's own decoding settings
+    assert model["max_out_len"] == default["gen_length"] and model["batch_size"] == default["batch_size"]
+    assert model["benchmarks"] == ["sudoku"]
     check_importable(ConfigDict(models=[model], datasets=[datasets]))
 
 
