@@ -20,11 +20,11 @@ import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
-from dare.harness import config as hcfg  # noqa: E402
 from dare.harness.records import Verdict  # noqa: E402
-from dare.harness.registry import verifiers  # noqa: E402
 from dare.harness.verifiers.base import Verifier  # noqa: E402
 from dare.trainers.cli import main  # noqa: E402
+
+from ..user_configs import user_benchmarks  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -70,24 +70,9 @@ class KillWorkerOnce(VowelShare):
 
 @pytest.fixture
 def vowels_suite(tmp_path, monkeypatch):
-    root = tmp_path / "configs"
-    (root / "benchmarks").mkdir(parents=True)
-    (root / "benchmarks" / "vowels.yaml").write_text(
-        "name: vowels\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
-        "prompt: dare_sudoku\nverifier: vowel_share\n")
-    (root / "benchmarks" / "vowels_kill.yaml").write_text(
-        "name: vowels_kill\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
-        "prompt: dare_sudoku\nverifier: vowel_kill\n")
-    monkeypatch.setenv("DARE_CONFIG_PATH", str(root))
-    saved = verifiers.snapshot()
-    verifiers.register("vowel_share", VowelShare)
-    verifiers.register("vowel_kill", KillWorkerOnce)
-    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
-        fn.cache_clear()
-    yield "vowels"
-    verifiers.restore(saved)
-    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
-        fn.cache_clear()
+    with user_benchmarks(tmp_path, monkeypatch, {"vowels": ("vowel_share", VowelShare),
+                                                 "vowels_kill": ("vowel_kill", KillWorkerOnce)}):
+        yield "vowels"
 
 
 def _weights(directory):

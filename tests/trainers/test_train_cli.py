@@ -8,11 +8,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dare.harness import config as hcfg
 from dare.harness.records import Verdict
-from dare.harness.registry import verifiers
 from dare.harness.verifiers.base import Verifier
 from dare.trainers.cli import main
+
+from ..user_configs import user_benchmarks
 
 FAST = ["--steps", "2", "--no-eval", "--set", "prompts_per_step=1", "--set", "group_size=2",
         "--set", "micro_batch_size=1", "--set", "decoding.gen_length=8", "--set", "decoding.steps=8",
@@ -32,20 +32,8 @@ class AlnumShare(Verifier):
 @pytest.fixture
 def digits_suite(tmp_path, monkeypatch):
     """A benchmark 'digits' (Sudoku prompts and data, AlnumShare reward) from a user config directory."""
-    root = tmp_path / "configs"
-    (root / "benchmarks").mkdir(parents=True)
-    (root / "benchmarks" / "digits.yaml").write_text(
-        "name: digits\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
-        "prompt: dare_sudoku\nverifier: alnum_share\n")
-    monkeypatch.setenv("DARE_CONFIG_PATH", str(root))
-    saved = verifiers.snapshot()
-    verifiers.register("alnum_share", AlnumShare)
-    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
-        fn.cache_clear()
-    yield "digits"
-    verifiers.restore(saved)
-    for fn in (hcfg.catalog, hcfg.benchmark, hcfg.suite):
-        fn.cache_clear()
+    with user_benchmarks(tmp_path, monkeypatch, {"digits": ("alnum_share", AlnumShare)}):
+        yield "digits"
 
 
 def _weights(directory):
