@@ -23,15 +23,23 @@ log = logging.getLogger(__name__)
 
 
 class Verifiers:
-    """One verifier instance per benchmark, built with the benchmark's arguments; closed at the end."""
+    """One verifier instance per benchmark, built with the benchmark's arguments; closed at the end.
 
-    def __init__(self):
+    ``reward``: "task" turns verdicts into the task's published RL reward (:meth:`Verifier.reward`: Sudoku's
+    partial credit, Countdown's 0.1 format term); "score" rewards the evaluation's score.
+    """
+
+    def __init__(self, reward: str = "task"):
         self._built: dict[str, object] = {}
+        self.rule = reward
 
     def get(self, spec):
         if spec.name not in self._built:
             self._built[spec.name] = verifiers.get(spec.verifier)(**spec.verifier_args)
         return self._built[spec.name]
+
+    def reward(self, spec, verdict) -> float:
+        return verdict.score if self.rule == "score" else self.get(spec).reward(verdict)
 
     def close(self) -> None:
         for v in self._built.values():
@@ -72,9 +80,11 @@ def batch_from_generations(engine, items: list[TrainItem], decoding: DecodingCon
 
 
 def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generation], k: int):
-    """Rewards (B,) = verifier scores, and passed (B,) bool; infrastructure errors score 0 and are counted."""
-    verdicts = [verifier_pool.get(items[i // k].benchmark)(items[i // k].sample, g.text) for i, g in enumerate(gens)]
-    rewards = torch.tensor([v.score for v in verdicts], dtype=torch.float32)
+    """Rewards (B,) under the pool's reward rule, and passed (B,) bool; infrastructure errors score 0 and are
+    counted."""
+    specs = [items[i // k].benchmark for i in range(len(gens))]
+    verdicts = [verifier_pool.get(spec)(items[i // k].sample, g.text) for i, (spec, g) in enumerate(zip(specs, gens))]
+    rewards = torch.tensor([verifier_pool.reward(s, v) for s, v in zip(specs, verdicts)], dtype=torch.float32)
     passed = torch.tensor([v.passed for v in verdicts], dtype=torch.bool)
     errors = sum(v.status == "error" for v in verdicts)
     return rewards, passed, errors

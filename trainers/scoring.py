@@ -1,5 +1,5 @@
 """Grading any completions of a step's rows with that step's verifiers: the rewards of intermediate
-predictions (MDPO) use exactly the graders of the final rollouts and of evaluation."""
+predictions (MDPO) use exactly the graders and the reward rule of the final rollouts."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ class CompletionScorer:
             key = (row, tuple(ids))
             if key not in self._seen:
                 item = self.items[row // self.k]
-                self._seen[key] = float(self.pool.get(item.benchmark)(item.sample, self._text(ids)).score)
+                verdict = self.pool.get(item.benchmark)(item.sample, self._text(ids))
+                self._seen[key] = float(self.pool.reward(item.benchmark, verdict))
             out.append(self._seen[key])
         return torch.tensor(out, dtype=torch.float32)

@@ -3,7 +3,8 @@
 A verifier is a class registered in ``registry.verifiers``; it is built with the benchmark's
 ``verifier_args`` and exposes ``version`` (bump it whenever a verdict could change: the harness then
 re-scores cached generations without regenerating) and :meth:`Verifier.verify_batch`, which may use a
-process pool. Calling an instance is the reward function.
+process pool. Calling an instance grades a completion; :meth:`Verifier.reward` turns the verdict into
+the RL reward.
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ class Verifier:
 
     def __call__(self, sample: Sample, completion: str) -> Verdict:
         return self.verify(sample, completion)
+
+    def reward(self, verdict: Verdict) -> float:
+        """The RL reward of ``verdict`` under the task's published reward rule (d1's and DARE's); the evaluation
+        keeps reporting ``score``. Default: the score itself."""
+        return verdict.score
 
     def describe(self) -> dict[str, Any]:
         """Facts recorded in the run record (e.g. sandbox isolation layers)."""

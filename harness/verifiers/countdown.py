@@ -11,8 +11,9 @@ Rules (each is tested in tests/harness/test_verifier_countdown.py):
   The multiset of literals must equal the given numbers (each exactly once, no extra constants).
 - Evaluated exactly with :class:`fractions.Fraction`; division by zero fails; passes when
   ``|value - target| < 1e-5``.
-- ``score`` is 1.0 or 0.0. DARE's RL reward also gives 0.1 for a well-formed answer that misses; that is a
-  separate format term, exposed as ``details["format_ok"]`` rather than folded into the score.
+- ``score`` is 1.0 or 0.0. DARE's RL reward also gives 0.1 for any extracted answer that misses; that is a
+  separate format term (:meth:`CountdownVerifier.reward`), not folded into the score. ``details["format_ok"]``
+  says whether the expression was valid and used the numbers.
 """
 
 from __future__ import annotations
@@ -162,6 +163,12 @@ class CountdownVerifier(Verifier):
         details["extraction"] = found.method
         passed = details.pop("passed")
         return Verdict(score=float(passed), passed=passed, answer=details["expression"], details=details)
+
+    def reward(self, verdict: Verdict) -> float:
+        # DARE's (TinyZero's) Countdown reward: 1 for a solve, 0.1 for any answer that misses, 0 without one.
+        if verdict.passed:
+            return 1.0
+        return 0.0 if verdict.answer is None else 0.1
 
     def verify_batch(self, items: Sequence[tuple[Sample, str]]) -> list[Verdict]:
         # A check takes microseconds (the expression length is capped), so a process pool would only add cost.

@@ -125,6 +125,11 @@ class SudokuVerifier(Verifier):
         # Microseconds per check: a process pool would only add cost.
         return [self.verify(sample, completion) for sample, completion in items]
 
+    def reward(self, verdict: Verdict) -> float:
+        # d1's and DARE's Sudoku reward is the share of empty cells filled right; a valid alternative solve
+        # counts in full, as in the score.
+        return float(verdict.details.get("partial_credit", verdict.score))
+
     def gold_completion(self, sample: Sample) -> str | None:
         _, solution = _puzzle_and_solution(sample)
         return f"<answer>\n{solution}\n</answer>"

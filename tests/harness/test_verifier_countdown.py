@@ -131,3 +131,18 @@ def test_test_set_is_solvable_and_self_verifies(verifier):
 @pytest.mark.slow
 def test_train_set_is_solvable_and_self_verifies(verifier):
     _check_gold_set(verifier, "countdown_train.jsonl")  # 20000 rows: about 20 s of search
+
+
+@pytest.mark.parametrize(
+    ("completion", "reward"),
+    [
+        ("<answer>30 - (100 - 93)</answer>", 1.0),  # solved
+        ("<answer>30 + 100 - 93</answer>", 0.1),  # well formed, wrong value
+        ("<answer>30 + 7</answer>", 0.1),  # wrong numbers: DARE still gives the format term
+        ("30 - (100 - 93)", 0.0),  # no answer tag or box
+    ],
+)
+def test_rl_reward_has_dare_format_term(verifier, completion, reward):
+    verdict = check(verifier, completion)
+    assert verifier.reward(verdict) == reward
+    assert verdict.score == (1.0 if reward == 1.0 else 0.0)

@@ -129,3 +129,11 @@ def test_test_puzzles_self_verify_and_some_have_several_solutions(verifier):
 @pytest.mark.slow
 def test_train_puzzles_are_unique_and_self_verify(verifier):
     assert _check_shipped(verifier, "sudoku_train.jsonl") == 0
+
+
+def test_rl_reward_is_d1_partial_credit(verifier):
+    """Training rewards follow d1's / DARE's rule (share of empty cells right) while the score stays exact."""
+    two_wrong = verifier.verify(sample(), f"<answer>{with_cells(SOLUTION, {2: '1', 5: '1'})}</answer>")
+    assert two_wrong.score == 0.0 and verifier.reward(two_wrong) == pytest.approx(6 / 8)
+    assert verifier.reward(verifier.verify(sample(), f"<answer>{SOLUTION}</answer>")) == 1.0
+    assert verifier.reward(verifier.verify(sample(), "no answer")) == 0.0
