@@ -10,6 +10,7 @@ re-implements one. Both kinds register through decorators into ``dare.harness.re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -137,6 +138,13 @@ class Algorithm:
 
     def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
         raise NotImplementedError
+
+    def loss_terms(self, policy, batch: RolloutBatch, inner_step: int) -> Iterator[LossOutput]:
+        """The loss as terms the trainer backpropagates one at a time, each graph freed before the next is
+        built (BGPO: one per Monte-Carlo sample, so memory is constant in their number). The terms share the
+        micro-batch ``weight``, their losses sum to :meth:`loss`'s, and the last carries the metrics.
+        Default: the whole loss as one term."""
+        yield self.loss(policy, batch, inner_step)
 
 
 def build_estimator(name: str, options: dict[str, Any]) -> Estimator:

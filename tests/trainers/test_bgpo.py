@@ -14,6 +14,7 @@ from dare.trainers import build_algorithm, build_estimator
 from dare.trainers.algorithms.bgpo import bound_ratio, dual_clip
 from dare.trainers.cli import main
 from dare.trainers.config import resolve_algorithm
+from dare.trainers.trainer import accumulate_gradients
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, JointPolicy, make_batch
@@ -105,6 +106,46 @@ def test_each_mc_sample_is_its_own_noise_set_and_the_first_gradient_is_the_polic
         total = total - (batch.advantages.double() * lengths * elbo).sum() / lengths.sum() / 3
     total.backward()
     assert torch.allclose(got, policy.logits.grad, atol=1e-12)
+
+
+class PendingGraphs:
+    """Wraps a policy's ``token_logp``: at each forward, how many earlier outputs still await their backward
+    (each one pins a whole forward's activations)."""
+
+    def __init__(self, policy):
+        self.pending, self.at_forward = 0, []
+        inner = policy.token_logp
+
+        def token_logp(*args, **kwargs):
+            self.at_forward.append(self.pending)
+            logp, entropy = inner(*args, **kwargs)
+            self.pending += 1
+            logp.register_hook(self._backward)
+            return logp, entropy
+
+        policy.token_logp = token_logp
+
+    def _backward(self, grad):
+        self.pending -= 1
+
+
+def test_per_sample_backward_gives_the_same_gradient_in_constant_memory():
+    """The trainer backpropagates each MC sample's term before the next forward (BGPO's memory claim: no
+    graph outlives its sample), with the same gradient, loss and metrics as the whole loss in one graph."""
+    algo, policy, batch = _bgpo_setup(n=8)
+    whole = PendingGraphs(policy)
+    out = algo.loss(policy, batch, 0)
+    out.loss.backward()
+    expected = policy.logits.grad.clone()
+    policy.logits.grad = None
+    assert whole.at_forward == list(range(8))  # one graph: every sample's activations held at once
+    algo, policy, batch = _bgpo_setup(n=8)
+    terms = PendingGraphs(policy)
+    weight, stats = accumulate_gradients(algo, policy, batch, micro_batch_size=batch.size, inner=0)
+    assert terms.at_forward == [0] * 8 and terms.pending == 0
+    assert torch.allclose(policy.logits.grad / weight, expected, atol=1e-12, rtol=1e-10)
+    assert stats["loss"] / weight == pytest.approx(float(out.loss.detach()), rel=1e-12)
+    assert stats["clip_fraction"] / weight == out.metrics["clip_fraction"]
 
 
 def test_clipping_is_per_sample_after_an_update():

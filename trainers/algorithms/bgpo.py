@@ -9,7 +9,8 @@ padded response length L: l_j = ELBO_j / L. Each sample j gets its own surrogate
 - A <= 0: r_j = exp(l_j - l_j_old); by Jensen mean_j exp(d_j) >= exp(mean_j d_j), so -A mean_j r_j bounds the
   sequence objective from the same side.
 
-Both bounds are sums over samples, so each MC sample's gradient can be taken on its own (BGPO's constant
+Both bounds are sums over samples, so each MC sample's gradient is taken on its own
+(:meth:`BGPO.loss_terms`: the trainer backpropagates one sample before the next forward, BGPO's constant
 memory in n); at l = l_old both give the gradient -A grad l_j. Then the dual-clip PPO loss (eps 0.2, c 3)
 per sample, averaged over samples, and a length-weighted mean over sequences (DARE's token mean of a value
 constant over each row's counted tokens). The n samples travel as n noise sets of one draw each
@@ -18,6 +19,8 @@ DARE's LLaDA / Dream runs count the EOS padding: configs/algorithms/bgpo_dare.ya
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import torch
 from pydantic import Field
@@ -83,13 +86,17 @@ class BGPO(PolicyGradient):
             sets += [{k: v[:, j:j + 1] for k, v in draw.items()} for j in range(n)]
         return sets
 
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+    def loss_terms(self, policy, batch: RolloutBatch, inner_step: int) -> Iterator[LossOutput]:
+        """One term per MC sample j: sum_b L_b loss_jb / (n sum_b L_b); the trainer backpropagates each before
+        the next sample's forward, so activation memory does not grow with n."""
         cfg, n = self.config, self.samples
         first = (inner_step % (len(batch.noise) // n)) * n
         mask = batch.completion_mask
         length = float(cfg.normalise_length or mask.shape[1])
         adv = batch.advantages.to(torch.float32)
         positive = adv > 0
+        lengths = mask.sum(1).to(torch.float32)
+        weight = float(lengths.sum())
         total, took, ratios, entropy = 0.0, 0.0, [], 0.0
         for j in range(first, first + n):
             est = self.estimator.estimate(policy, batch, batch.noise[j])
@@ -97,21 +104,26 @@ class BGPO(PolicyGradient):
             old = (batch.old_logp[j] * mask).sum(1) / length
             ratio = bound_ratio(value - old.to(value.dtype), positive)
             per_row, clipped = dual_clip(ratio, adv.to(value.dtype), cfg.clip_low, cfg.clip_high, cfg.clip_c)
-            total = total + per_row / n
+            term = (per_row * lengths.to(per_row.dtype)).sum() / (n * max(weight, 1e-8))
+            total += float(term.detach())
             took += clipped.float() / n
             ratios.append(ratio.detach())
             if est.entropy is not None:
                 entropy += est.entropy.detach() / n
-        lengths = mask.sum(1).to(total.dtype)
-        weight = float(lengths.sum())
-        loss = (total * lengths).sum() / max(weight, 1e-8)
+            if j < first + n - 1:
+                yield LossOutput(loss=term, weight=weight)
         ratio = torch.stack(ratios)
         rows = lengths > 0
         metrics = {
-            "policy_loss": float(loss.detach()),
+            "policy_loss": total,
             "clip_fraction": float((took * lengths).sum() / max(weight, 1e-8)),
             "ratio_mean": float(ratio[:, rows].mean()) if rows.any() else 1.0,
             "ratio_max_dev": float((ratio[:, rows] - 1).abs().max()) if rows.any() else 0.0,
             "entropy": float((entropy * mask).sum() / max(weight, 1e-8)) if torch.is_tensor(entropy) else 0.0,
         }
-        return LossOutput(loss=loss, weight=weight, metrics=metrics)
+        yield LossOutput(loss=term, weight=weight, metrics=metrics)
+
+    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+        """The whole loss in one graph (all n samples held at once): the sum of :meth:`loss_terms`."""
+        terms = list(self.loss_terms(policy, batch, inner_step))
+        return LossOutput(loss=sum(t.loss for t in terms), weight=terms[-1].weight, metrics=terms[-1].metrics)
