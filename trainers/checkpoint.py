@@ -22,7 +22,7 @@ from dare.backends.models.checkpoint import save_state
 from dare.backends.models.loader import TOKENIZER_FILES
 from dare.harness.errors import ConfigError
 
-from .lora import MergedView, adapter_state
+from .lora_backend import LoraBackend, WeightsView
 
 log = logging.getLogger(__name__)
 STATE_FILE = "trainer_state.pt"
@@ -41,17 +41,22 @@ def latest(run_dir: Path) -> Path | None:
     return dirs[-1] if dirs else None
 
 
-def save(run_dir: Path, step: int, policy, base_path: Path, optimizer, extra: dict[str, Any], keep: int) -> Path:
-    """Write checkpoint ``step`` atomically and prune all but the newest ``keep``."""
+def save(run_dir: Path, step: int, policy, base_path: Path, optimizer, extra: dict[str, Any], keep: int,
+         lora: LoraBackend | None = None) -> Path:
+    """Write checkpoint ``step`` atomically and prune all but the newest ``keep``; ``lora``: the run's LoRA
+    backend (merged weights under the base names, adapters in the trainer state, its extra files)."""
     final = run_dir / "checkpoints" / f"step-{step:06d}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_state(MergedView(policy.net), policy.loaded.arch, tmp)  # adapters (if any) merged: loadable anywhere
+    save_state(WeightsView(policy.net, lora), policy.loaded.arch, tmp)  # adapters merged: loadable anywhere
     for name in ("config.json", *TOKENIZER_FILES):
         if (base_path / name).is_file():
             shutil.copy2(base_path / name, tmp / name)
-    state = {"step": step, "optimizer": optimizer.state_dict(), "lora": adapter_state(policy.net), **extra}
+    if lora is not None:
+        lora.save_extra(policy.net, tmp)
+    adapters = lora.adapter_state(policy.net) if lora is not None else {}
+    state = {"step": step, "optimizer": optimizer.state_dict(), "lora": adapters, **extra}
     torch.save(state, tmp / STATE_FILE)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from dare.harness.errors import ConfigError
+
 DEFAULT_TARGETS = ("q", "k", "v", "o", "qkv", "gate", "up", "down")
 
 
@@ -29,10 +31,8 @@ class LoRALinear(nn.Module):
         like = {"dtype": base.weight.dtype, "device": base.weight.device}
         self.lora_a = nn.Parameter(torch.empty(rank, base.in_features, **like))
         self.lora_b = nn.Parameter(torch.zeros(base.out_features, rank, **like))
-        bound = 1 / math.sqrt(base.in_features)  # nn.Linear's (Kaiming-uniform, a = sqrt(5)) bound
         with torch.no_grad():
-            init = torch.rand(self.lora_a.shape, generator=generator, dtype=torch.float64) * 2 - 1
-            self.lora_a.copy_(init * bound)
+            self.lora_a.copy_(draw_down_projection(self.lora_a.shape, generator))
         self.scale = alpha / rank
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.enabled = True
@@ -55,19 +55,34 @@ class LoRALinear(nn.Module):
         return self.base.weight + self.scale * (self.lora_b @ self.lora_a).to(self.base.weight.dtype)
 
 
+def draw_down_projection(shape: torch.Size, generator: torch.Generator | None) -> torch.Tensor:
+    """A (rank, in_features) matrix from nn.Linear's Kaiming-uniform (a = sqrt(5)) law, drawn in float64 so
+    every backend and dtype gets the same numbers from the same generator state."""
+    bound = 1 / math.sqrt(shape[1])
+    return (torch.rand(shape, generator=generator, dtype=torch.float64) * 2 - 1) * bound
+
+
+def target_linears(net: nn.Module, targets: tuple[str, ...]) -> list[tuple[str, nn.Module, str]]:
+    """``(path, parent, attribute)`` of every ``nn.Linear`` whose attribute name is in ``targets``, in
+    ``named_modules`` order: the one definition of "which layers get adapters" for every backend."""
+    found = []
+    for path, module in list(net.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear) and child_name in targets:
+                found.append((f"{path}.{child_name}" if path else child_name, module, child_name))
+    return found
+
+
 def apply_lora(net: nn.Module, rank: int, alpha: float, dropout: float = 0.0,
                targets: tuple[str, ...] = DEFAULT_TARGETS, seed: int = 0) -> list[str]:
     """Freeze ``net`` and wrap every ``nn.Linear`` whose attribute name is in ``targets``; returns their paths.
     Adapter initialisation draws from a generator seeded with ``seed`` (reproducible runs)."""
     net.requires_grad_(False)
     generator = torch.Generator().manual_seed(seed)
-    wrapped = []
-    for path, module in list(net.named_modules()):
-        for child_name, child in list(module.named_children()):
-            if isinstance(child, nn.Linear) and child_name in targets:
-                setattr(module, child_name, LoRALinear(child, rank, alpha, dropout, generator))
-                wrapped.append(f"{path}.{child_name}" if path else child_name)
-    return wrapped
+    found = target_linears(net, targets)
+    for _, parent, name in found:
+        setattr(parent, name, LoRALinear(getattr(parent, name), rank, alpha, dropout, generator))
+    return [path for path, _, _ in found]
 
 
 def lora_modules(net: nn.Module) -> Iterator[tuple[str, LoRALinear]]:
@@ -88,11 +103,16 @@ def adapters_disabled(net: nn.Module):
 
 
 def adapter_state(net: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().cpu() for k, v in net.state_dict().items() if ".lora_" in k}
+    """Every adapter tensor by its state-dict name (any backend: their names all contain ``.lora_``)."""
+    return {k: v.detach().cpu().clone() for k, v in net.state_dict().items() if ".lora_" in k}
 
 
 def load_adapter_state(net: nn.Module, state: dict[str, torch.Tensor]) -> None:
     current = net.state_dict()
+    expected = {k for k in current if ".lora_" in k}
+    if set(state) != expected:
+        raise ConfigError(f"the saved adapters ({len(state)} tensors) do not match this run's "
+                          f"{len(expected)} adapter tensors; start a new run (another --run-name)")
     with torch.no_grad():
         for k, v in state.items():
             current[k].copy_(v)
@@ -124,15 +144,24 @@ def plain_state(net: nn.Module) -> dict[str, torch.Tensor]:
     return MergedView(net).state_dict()
 
 
-class BaseModelPolicy:
-    """The reference policy of a LoRA run: the trainable policy with its adapters switched off."""
+class BuiltinLoRA:
+    """The dependency-free :class:`~dare.trainers.lora_backend.LoraBackend` (``lora_backend: builtin``)."""
 
-    def __init__(self, policy):
-        self._policy = policy
+    def apply(self, net: nn.Module, rank: int, alpha: float, dropout: float, targets: tuple[str, ...],
+              seed: int) -> list[str]:
+        return apply_lora(net, rank, alpha, dropout, targets, seed)
 
-    def __getattr__(self, attr: str):
-        return getattr(self._policy, attr)
+    def disabled(self, net: nn.Module):
+        return adapters_disabled(net)
 
-    def token_logp(self, *args, **kwargs):
-        with adapters_disabled(self._policy.net):
-            return self._policy.token_logp(*args, **kwargs)
+    def adapter_state(self, net: nn.Module) -> dict[str, torch.Tensor]:
+        return adapter_state(net)
+
+    def load_adapter_state(self, net: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        load_adapter_state(net, state)
+
+    def merged_state(self, net: nn.Module) -> dict[str, torch.Tensor]:
+        return plain_state(net)
+
+    def save_extra(self, net: nn.Module, directory) -> None:
+        """Nothing beyond the merged weights: the builtin adapters have no standard on-disk format."""
