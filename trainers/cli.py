@@ -49,6 +49,10 @@ def build_parser() -> Parser:
                    "simplifications of the paper, e.g. one inner step, fixed mask seed, padding counted)")
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation of the final checkpoint")
     p.add_argument("--eval-limit", type=int, help="evaluate on the first N samples of each benchmark")
+    p.add_argument("--compare", metavar="CONFIG", help="a comparison config (kind: comparison): train every algorithm "
+                   "in it from the same start with the same budget, evaluate each, write DIR/comparison.md")
+    p.add_argument("--only", metavar="RUN[,RUN]", help="with --compare: train only these runs")
+    p.add_argument("--jobs", type=int, default=1, help="with --compare: runs trained at once, in separate processes")
     p.add_argument("--list", action="store_true", help="list algorithms, presets and estimators, then exit")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
@@ -148,6 +152,18 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     return run_dir
 
 
+def compare(args: argparse.Namespace, argv: list[str]) -> Path:
+    from .compare import ComparisonRunner, load_comparison
+
+    comparison, file = load_comparison(args.compare)
+    out = Path(args.out)
+    only = [n for n in (args.only or "").split(",") if n]
+    summary = ComparisonRunner(comparison, out, [PROG, *argv]).run(only, max(1, args.jobs), str(file))
+    print((out / "comparison.md").read_text().rstrip())
+    log.info("%d runs summarised", len(summary["rows"]) - 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
@@ -157,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print(list_everything())
             return 0
-        run_dir = run(args, argv)
+        run_dir = compare(args, argv) if args.compare else run(args, argv)
     except DareError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return exc.exit_code

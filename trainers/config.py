@@ -39,6 +39,8 @@ class TrainConfig(BaseModel):
     suite: str
     model: str | None = Field(None, description="model name from configs/models")
     model_path: str | None = None
+    model_label: str | None = Field(None, description="the base model's name in records (default: the model "
+                                    "name, else the checkpoint folder's)")
     engine: str = "torch"
     steps: int = Field(10, ge=1)
     prompts_per_step: int = Field(2, ge=1, description="prompts per rollout batch")
@@ -59,6 +61,9 @@ class TrainConfig(BaseModel):
     decoding: dict[str, Any] = Field(default_factory=dict, description="DecodingConfig overrides (rollout and eval)")
     rollout_decoding: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.6},
                                              description="overrides for rollouts only (sampling temperature)")
+    reward: Literal["task", "score"] = Field(
+        "task", description="RL reward: the task's published rule (d1/DARE: Sudoku partial credit, Countdown 0.1 "
+        "for a wrong answer) or the evaluation's score")
     save_every: int = Field(1, ge=1)
     keep_checkpoints: int = Field(2, ge=1)
     evaluate: bool = Field(True, description="evaluate the final checkpoint with dare.harness.runner")
@@ -68,6 +73,8 @@ class TrainConfig(BaseModel):
     lora_dropout: float = Field(0.0, ge=0, lt=1)
     lora_targets: tuple[str, ...] = Field(("q", "k", "v", "o", "qkv", "gate", "up", "down"),
                                           description="names of the nn.Linear attributes that get adapters")
+    lora_backend: Literal["builtin", "peft"] = Field(
+        "builtin", description='which LoRA implementation; "peft" uses Hugging Face peft, from the `peft` extra')
     packed: bool = Field(False, description="pack variable-length rows side by side (no compute on padding)")
     attention: Literal["auto", "sdpa", "flex"] = Field(
         "auto", description="attention kernel of training forwards; auto: FlexAttention block masks for block "
@@ -75,9 +82,12 @@ class TrainConfig(BaseModel):
     chunk_size: int = Field(1024, ge=1, description="rows per chunk of the logits-free cross-entropy")
 
     def fingerprint(self) -> str:
-        """Hash of the settings that define the run's trajectory (not steps, evaluation or device)."""
-        data = self.model_dump(mode="json", exclude={"steps", "evaluate", "eval_limit", "device", "save_every",
-                                                     "keep_checkpoints"})
+        """Hash of the settings that define the run's trajectory (not steps, evaluation or device). Fields at
+        their defaults are left out, so a field added later (default: the old behaviour) keeps old runs
+        resumable."""
+        data = self.model_dump(mode="json", exclude_defaults=True,
+                               exclude={"steps", "evaluate", "eval_limit", "device", "save_every", "keep_checkpoints",
+                                        "model_label"})
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -125,6 +135,9 @@ def load_experiment(path: str | None, flags: dict[str, Any]) -> TrainConfig:
         loaded = yaml.safe_load(file.read_text())
         if not isinstance(loaded, dict):
             raise ConfigError("expected a mapping at the top level", source=str(file))
+        if loaded.get("kind") == "comparison":
+            raise ConfigError(f"{file.stem} is a comparison of several runs; run it with dare-train --compare "
+                              f"{file.stem} --out DIR", source=str(file))
         data, source = loaded, str(file)
     for key, value in flags.items():
         if isinstance(value, dict):

@@ -39,8 +39,10 @@ def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows]
 
 
-def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | None, command: list[str]) -> Path:
-    """Evaluate ``checkpoint`` on the training suite with the evaluation DecodingConfig; returns the run dir."""
+def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | None, command: list[str],
+                        decoding=None) -> Path:
+    """Evaluate ``checkpoint`` on the training suite with the evaluation DecodingConfig (the training run's, or
+    ``decoding``); returns the run dir."""
     cfg = trainer.config
     step = int(checkpoint.name.split("-")[1])
     training = {
@@ -54,7 +56,7 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
                         device=str(trainer.policy.device),
                         options={"dtype": cfg.dtype})
     engine = TrainedModelEngine(engines.get(cfg.engine)(ctx), training)
-    plan = EvalPlan(suite=hcfg.suite(cfg.suite), decoding=trainer.decoding, engine=engine, model_name=name,
+    plan = EvalPlan(suite=hcfg.suite(cfg.suite), decoding=decoding or trainer.decoding, engine=engine, model_name=name,
                     out_dir=out_dir, cache_dir=out_dir / ".cache", limit=limit,
                     flags=[f"limit={limit}"] if limit else [], command=command)
     run_dir = run_eval(plan)

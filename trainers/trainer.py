@@ -30,7 +30,7 @@ from .api import Needs, build_algorithm
 from .batch import RolloutBatch
 from .config import TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
-from .lora import BaseModelPolicy, apply_lora, load_adapter_state, plain_state
+from .lora_backend import BaseModelPolicy, build_lora_backend, plain_weights
 from .policy import ModelPolicy, training_kernel
 from .preference import preference_batch, preference_items
 from .rollout import Verifiers, rollout_batch, score, supervised_batch
@@ -71,11 +71,14 @@ def accumulate_gradients(algorithm, policy, batch: RolloutBatch, micro_batch_siz
     caller normalises both. Shared by the local trainer and the verl workers, so plugins run unchanged."""
     total, stats = 0.0, {}
     for start in range(0, batch.size, micro_batch_size):
-        out = algorithm.loss(policy, batch.select(slice(start, start + micro_batch_size)), inner)
-        (out.loss * out.weight).backward()
-        total += out.weight
-        for k, v in {"loss": float(out.loss.detach()), **out.metrics}.items():
-            stats[k] = stats.get(k, 0.0) + v * out.weight
+        loss, weight = 0.0, 0.0
+        for term in algorithm.loss_terms(policy, batch.select(slice(start, start + micro_batch_size)), inner):
+            (term.loss * term.weight).backward()
+            loss, weight = loss + float(term.loss.detach()), term.weight
+            for k, v in term.metrics.items():
+                stats[k] = stats.get(k, 0.0) + v * weight
+        total += weight
+        stats["loss"] = stats.get("loss", 0.0) + loss * weight
     return total, stats
 
 
@@ -90,21 +93,22 @@ class LocalTrainer:
         engine_cls = engines.get(config.engine)
         check_engine(engine_cls, config.engine, self.needs)
         model = resolve(config.model, config.model_path)
-        self.model_name, self.spec, self.base_path = model.name, model.spec, Path(model.path)
+        self.model_name, self.spec, self.base_path = config.model_label or model.name, model.spec, Path(model.path)
         self.metrics = ckpt.MetricsLog(run_dir / "metrics.jsonl")
         resume = ckpt.latest(run_dir)
         if resume is not None:  # refuse before loading anything when the settings changed
             ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
         device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
         lora = config.lora_rank > 0
+        self.lora = build_lora_backend(config.lora_backend) if lora else None  # refuses before loading
         # LoRA runs restart from the base weights plus the saved adapters (exact resume of the optimizer)
         start_path = self.base_path if lora or resume is None else resume
         self.engine = self._engine(engine_cls, start_path, device, config.dtype)
         self.decoding, self.rollout_decoding = self._decodings()
         loaded = self.engine.model
         if lora:
-            wrapped = apply_lora(loaded.net, config.lora_rank, config.lora_alpha, config.lora_dropout,
-                                 tuple(config.lora_targets), seed=config.seed)
+            wrapped = self.lora.apply(loaded.net, config.lora_rank, config.lora_alpha, config.lora_dropout,
+                                      tuple(config.lora_targets), seed=config.seed)
             if not wrapped:
                 raise ConfigError(f"lora_targets {list(config.lora_targets)} match no linear layer of this model")
         else:
@@ -116,7 +120,7 @@ class LocalTrainer:
         ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
         self.reference = None
         if self.needs.reference:
-            self.reference = (BaseModelPolicy(self.policy) if lora
+            self.reference = (BaseModelPolicy(self.policy, self.lora) if lora
                               else self._frozen(self._load_reference(loaded, device)))
         self.rollout_engine, self.rollout_policy = self.engine, None
         if config.rollout_dtype and config.rollout_dtype != config.dtype:
@@ -131,13 +135,13 @@ class LocalTrainer:
         else:
             state = ckpt.load_state(resume)
             if lora:
-                load_adapter_state(loaded.net, state["lora"])
+                self.lora.load_adapter_state(loaded.net, state["lora"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
             self.start_step = state["step"]
             self.metrics.truncate(self.start_step)
             log.info("resuming %s from step %d", run_dir, self.start_step)
-        self.verifiers = Verifiers()
+        self.verifiers = Verifiers(self.config.reward)
 
     def _lr_factor(self, update: int) -> float:
         """Linear warm-up over ``warmup_steps`` updates, then constant or cosine to 0 at the last update."""
@@ -201,7 +205,7 @@ class LocalTrainer:
     def _rollout(self, items, seed: int, count_padding: bool):
         """Decode ``items`` with the rollout engine (a hook: the verl trainer decodes on its workers)."""
         if self.rollout_policy is not None:  # online weight update of the low-precision rollout copy
-            self.rollout_policy.net.load_state_dict(plain_state(self.policy.net))
+            self.rollout_policy.net.load_state_dict(plain_weights(self.policy.net, self.lora))
         return rollout_batch(self.rollout_engine, items, self.rollout_decoding, seed, count_padding,
                              self.needs.trajectory)
 
@@ -291,7 +295,7 @@ class LocalTrainer:
                     began = time.perf_counter()
                     final = ckpt.save(self.run_dir, step + 1, self.policy, self.base_path, self.optimizer,
                                       {"scheduler": self.scheduler.state_dict(), "fingerprint": cfg.fingerprint()},
-                                      cfg.keep_checkpoints)
+                                      cfg.keep_checkpoints, self.lora)
                     log.info("checkpoint %s written in %.2fs", final.name, time.perf_counter() - began)
         finally:
             self.verifiers.close()

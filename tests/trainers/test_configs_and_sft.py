@@ -11,7 +11,8 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm
 from dare.trainers.cli import main
-from dare.trainers.config import catalog, load_experiment, preset_names, resolve_algorithm
+from dare.trainers.compare import ComparisonRunner, load_comparison
+from dare.trainers.config import TrainConfig, catalog, load_experiment, preset_names, resolve_algorithm
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, make_batch
@@ -24,10 +25,24 @@ def test_every_preset_builds(name):
 
 
 @pytest.mark.parametrize("name", sorted(catalog("experiments")))
-def test_every_experiment_config_validates(name):
+def test_every_experiment_config_validates(name, tmp_path):
+    if name.startswith("compare_"):  # every run of a comparison, its start and model family included
+        comparison, _ = load_comparison(name)
+        assert ComparisonRunner(comparison, tmp_path, []).configs
+        with pytest.raises(ConfigError, match="run it with dare-train --compare"):
+            load_experiment(name, {})
+        return
     config = load_experiment(name, {})
     algo, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
     build_algorithm(algo, settings)
+
+
+def test_fingerprint_ignores_settings_left_at_their_defaults():
+    """A field added with the old behaviour as its default keeps earlier runs resumable."""
+    plain = TrainConfig(algorithm="d1", suite="sudoku")
+    assert TrainConfig(algorithm="d1", suite="sudoku", reward="task", lora_backend="builtin").fingerprint() == \
+        plain.fingerprint()
+    assert TrainConfig(algorithm="d1", suite="sudoku", reward="score").fingerprint() != plain.fingerprint()
 
 
 def test_unknown_algorithm_setting_is_reported():

@@ -1,0 +1,328 @@
+"""Algorithm comparisons: every algorithm trained from the same start with the same budget, decoding and seed.
+
+A comparison config (``configs/experiments/compare_*.yaml``, ``kind: comparison``) holds
+
+- ``start``: the model every run begins from: a shipped model (``model: tiny-llada``), or an SFT stage trained
+  here by a recipe (``recipe: tiny_sdar_sudoku_sft``, ``init: tiny-sdar``, ``overrides: {steps: 400}``)
+  whose final checkpoint is named ``label``;
+- ``train``: the TrainConfig fields every run shares (suite, steps, prompts and group sizes, lr, decoding,
+  seed), so rollout budget, decoding and seeds are equal by construction;
+- ``runs``: one entry per algorithm or preset, with the few per-run overrides the comparison allows.
+
+``dare-compare CONFIG --out DIR`` trains what is missing (each run resumes as ``dare-train`` does), evaluates
+the start and every final checkpoint on the suite's test split with that one DecodingConfig, and writes
+``comparison.json`` and ``comparison.md``: test metrics with bootstrap intervals and CPU seconds per run.
+The run records under DIR feed the leaderboard: ``dare-leaderboard build --runs DIR --out SITE``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from dare.harness import config as hcfg
+from dare.harness.engine import EngineContext
+from dare.harness.errors import ConfigError, DareError
+from dare.harness.models import resolve
+from dare.harness.records import RunRecord
+from dare.harness.registry import architectures, engines
+from dare.harness.runner import EvalPlan, run_eval
+
+from . import checkpoint as ckpt
+from .api import build_algorithm
+from .config import TrainConfig, load_experiment, resolve_algorithm
+from .evaluate import evaluate_checkpoint
+
+log = logging.getLogger(__name__)
+CPU_FILE = "cpu_seconds.json"
+
+
+class StartSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = Field(None, description="a model from configs/models to start from as shipped")
+    recipe: str | None = Field(None, description="experiment config that trains the start (SFT)")
+    init: str | None = Field(None, description="with recipe: the untrained tiny model it starts from "
+                             "(dare.backends.models.tiny_planning)")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="TrainConfig fields over the recipe")
+    label: str | None = Field(None, description="the start's model name in records (default: model or recipe)")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> StartSpec:
+        if (self.model is None) == (self.recipe is None):
+            raise ValueError("start needs exactly one of 'model' (a shipped model) or 'recipe' (an SFT stage)")
+        if self.recipe and not self.init:
+            raise ValueError("a start 'recipe' needs 'init', the untrained tiny model it trains (e.g. tiny-sdar)")
+        return self
+
+
+class RunSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    algorithm: str = Field(description="registered algorithm or preset (configs/algorithms)")
+    name: str | None = Field(None, description="run name (default: the algorithm)")
+    settings: dict[str, Any] = Field(default_factory=dict, description="TrainConfig overrides for this run only")
+
+    @property
+    def run_name(self) -> str:
+        return self.name or self.algorithm
+
+
+class Comparison(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["comparison"]
+    description: str = ""
+    start: StartSpec
+    train: dict[str, Any] = Field(description="TrainConfig fields shared by every run")
+    runs: list[RunSpec] = Field(min_length=1)
+
+
+def load_comparison(path: str) -> tuple[Comparison, Path]:
+    """The comparison config at ``path`` (or a name under configs/experiments), validated."""
+    file = Path(path)
+    if not file.is_file():
+        file = hcfg.catalog("experiments").get(path, file)
+    if not file.is_file():
+        raise ConfigError(f"no comparison config {path!r}; pass a YAML path or a name from configs/experiments")
+    data = yaml.safe_load(file.read_text())
+    if not isinstance(data, dict) or data.get("kind") != "comparison":
+        raise ConfigError("not a comparison config (it needs 'kind: comparison'); train single runs with dare-train",
+                          source=str(file))
+    try:
+        comparison = Comparison.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(hcfg.validation_problems(exc), source=str(file)) from exc
+    names = [r.run_name for r in comparison.runs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"run names repeat in {names}; give the repeated algorithms distinct 'name's", source=str(file))
+    return comparison, file
+
+
+class ComparisonRunner:
+    """Trains and evaluates the comparison under ``out``; every stage is skipped once its output exists."""
+
+    def __init__(self, comparison: Comparison, out: Path, command: list[str]):
+        self.comparison, self.out, self.command = comparison, out, command
+        self.start = comparison.start
+        self.label = self.start.label or self.start.model or self.start.recipe
+        self.configs = {r.run_name: self._run_config(r) for r in comparison.runs}
+
+    # ------------------------------------------------------------------ configs
+    def _run_config(self, run: RunSpec) -> TrainConfig:
+        shared = {**self.comparison.train, "algorithm": run.algorithm, "model_label": self.label}
+        config = load_experiment(None, {**shared, **run.settings, "model": self._start_model()})
+        algo, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
+        needs = build_algorithm(algo, settings).requirements()
+        attention = architectures.get(hcfg.model(config.model).architecture).attention
+        if needs.attention and needs.attention != attention:
+            raise ConfigError(f"run {run.run_name!r}: algorithm {algo!r} needs a {needs.attention} model and the "
+                              f"start is {attention}; move it to a comparison whose start is {needs.attention}")
+        return config
+
+    def _start_model(self) -> str:
+        """The configs/models entry whose architecture and decoding defaults every run uses."""
+        if self.start.model:
+            return self.start.model
+        from dare.backends.models.tiny_planning import TRAINED
+
+        if self.start.init not in TRAINED:
+            raise ConfigError(f"start init {self.start.init!r} is not a tiny model this project can write "
+                              f"(known: {', '.join(sorted(TRAINED))})")
+        model = load_experiment(self.start.recipe, self.start.overrides).model
+        if not model:
+            raise ConfigError(f"start recipe {self.start.recipe!r} names no model; add 'model:' to the start's "
+                              "overrides so the comparison knows its architecture and decoding")
+        return model
+
+    # ------------------------------------------------------------------ stages
+    def start_checkpoint(self) -> Path:
+        """The start's weights: the shipped model's folder, or the SFT stage's final checkpoint."""
+        if self.start.model:
+            return resolve(self.start.model, None).path
+        stage = self.out / "start"
+        init = stage / "init"
+        if not (init / "config.json").is_file():
+            from dare.backends.models.tiny_planning import write_initial
+
+            write_initial(self.start.init, init)
+        # the SFT stage's record names what it trained from; the runs name the result (``label``)
+        flags = {**self.start.overrides, "model_path": str(init), "model_label": f"{self.start.init}-init"}
+        return self._train_and_evaluate(load_experiment(self.start.recipe, flags), stage / "train")
+
+    def decoding(self):
+        """The one DecodingConfig of every evaluation: the start model's defaults with ``train.decoding``."""
+        config = next(iter(self.configs.values()))
+        return hcfg.decoding_with_overrides(hcfg.model(config.model).decoding_for(config.suite), config.decoding,
+                                            source="decoding")
+
+    def _train_and_evaluate(self, config: TrainConfig, run_dir: Path) -> Path:
+        """Train (resuming), then evaluate the final checkpoint with the comparison's decoding and limit."""
+        from .trainer import LocalTrainer
+
+        final = ckpt.latest(run_dir)
+        marker = run_dir / "eval_run.txt"
+        if final is not None and int(final.name.split("-")[1]) == config.steps and marker.is_file():
+            return final
+        began = time.process_time()
+        trainer = LocalTrainer(config, run_dir)
+        final = trainer.train()
+        _add_cpu(run_dir, "train", time.process_time() - began)
+        began = time.process_time()
+        limit = next(iter(self.configs.values())).eval_limit
+        eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", limit, self.command, self.decoding())
+        marker.write_text(str(eval_dir) + "\n")
+        _add_cpu(run_dir, "eval", time.process_time() - began)
+        return final
+
+    def baseline(self, checkpoint: Path) -> Path:
+        """The record of the start itself (the SFT stage's own evaluation, or the shipped model's)."""
+        marker = self.out / "start" / ("train" if self.start.recipe else "") / "eval_run.txt"
+        if marker.is_file():
+            return Path(marker.read_text().strip())
+        config = next(iter(self.configs.values()))
+        spec = hcfg.model(config.model)
+        ctx = EngineContext(model_name=self.label, model_spec=spec, model_path=checkpoint,
+                            device=config.device or "cpu", options={"dtype": config.dtype})
+        out = self.out / "start" / "eval"
+        plan = EvalPlan(suite=hcfg.suite(config.suite), decoding=self.decoding(),
+                        engine=engines.get(config.engine)(ctx), model_name=self.label, out_dir=out,
+                        cache_dir=out / ".cache", limit=config.eval_limit,
+                        flags=[f"limit={config.eval_limit}"] if config.eval_limit else [], command=self.command)
+        run_dir = run_eval(plan)
+        marker.write_text(str(run_dir) + "\n")
+        return run_dir
+
+    def run(self, only: list[str] | None = None, jobs: int = 1, config_path: str = "") -> dict[str, Any]:
+        """Train and evaluate the start, then the runs named in ``only`` (default all), ``jobs`` at a time
+        (each in its own ``dare-train --compare`` process with an equal share of the CPU threads)."""
+        unknown = sorted(set(only or []) - set(self.configs))
+        if unknown:
+            raise ConfigError(f"--only {unknown}: no such run; runs: {', '.join(self.configs)}")
+        start = self.start_checkpoint()
+        baseline = self.baseline(start)
+        names = [n for n in self.configs if not only or n in only]
+        if jobs > 1 and len(names) > 1:
+            self._parallel(names, jobs, config_path)
+        else:
+            for name in names:
+                config = self.configs[name].model_copy(update={"model_path": str(start)})
+                self._train_and_evaluate(config, self.out / "runs" / name)
+        return summarise(self.out, self.label, baseline, self.comparison)
+
+    def _parallel(self, names: list[str], jobs: int, config_path: str) -> None:
+        threads = max(1, (os.cpu_count() or 1) // jobs)
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+        def one(name: str) -> int:
+            argv = [sys.executable, "-m", "dare.trainers.cli", "--compare", config_path, "--out", str(self.out),
+                    "--only", name]
+            log_file = self.out / "runs" / f"{name}.log"
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            with log_file.open("a") as fh:
+                return subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+
+        with ThreadPoolExecutor(jobs) as pool:
+            codes = dict(zip(names, pool.map(one, names)))
+        failed = [n for n, c in codes.items() if c != 0]
+        if failed:
+            raise DareError(f"runs {failed} failed; see {self.out / 'runs'}/NAME.log, then rerun to resume them")
+
+
+def _add_cpu(run_dir: Path, phase: str, seconds: float) -> None:
+    """Accumulate CPU seconds (all threads of this process) per phase across resumed attempts."""
+    file = run_dir / CPU_FILE
+    spent = json.loads(file.read_text()) if file.is_file() else {}
+    spent[phase] = round(spent.get(phase, 0.0) + seconds, 1)
+    file.write_text(json.dumps(spent, sort_keys=True) + "\n")
+
+
+# ---------------------------------------------------------------------- summary
+def _per_sample(run_dir: Path) -> dict[tuple[str, str], dict[str, float]]:
+    """(benchmark, sample id) -> {accuracy, partial_credit} of one generation per sample (k = 1 runs)."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    with (run_dir / "samples.jsonl").open() as fh:
+        for line in fh:
+            row = json.loads(line)
+            if row.get("status") != "scored":
+                continue
+            credit = float((row.get("details") or {}).get("partial_credit", row["score"]))
+            out[(row["benchmark"], row["id"])] = {"accuracy": float(row["passed"]), "partial_credit": credit}
+    return out
+
+
+def paired_delta(run: dict, base: dict, metric: str) -> dict[str, Any]:
+    """Mean of run - start over the samples both scored, with the paired bootstrap 95% interval."""
+    from dare.harness.metrics import bootstrap_ci
+
+    keys = sorted(set(run) & set(base))
+    diffs = [run[k][metric] - base[k][metric] for k in keys]
+    mean = sum(diffs) / len(diffs) if diffs else 0.0
+    return {"value": mean, "ci": list(bootstrap_ci(diffs)), "n": len(diffs)}
+
+
+def _row(name: str, algorithm: str, eval_dir: Path, base: dict, run_dir: Path | None) -> dict[str, Any]:
+    record = RunRecord.model_validate_json((eval_dir / "run.json").read_text())
+    metrics = {f"{bench}/{m}": v.model_dump(mode="json") for bench, ms in record.metrics.items() for m, v in ms.items()}
+    samples = _per_sample(eval_dir)
+    row: dict[str, Any] = {"name": name, "algorithm": algorithm, "model": record.model.name,
+                           "eval_run": str(eval_dir), "metrics": metrics}
+    if run_dir is not None:
+        row["delta"] = {m: paired_delta(samples, base, m) for m in ("accuracy", "partial_credit")}
+        row["cpu_seconds"] = json.loads((run_dir / CPU_FILE).read_text()) if (run_dir / CPU_FILE).is_file() else {}
+        config = json.loads((run_dir / "train_config.json").read_text())["config"]
+        row["budget"] = {k: config.get(k) for k in ("steps", "prompts_per_step", "group_size", "seed")}
+    return row
+
+
+def summarise(out: Path, label: str, baseline: Path, comparison: Comparison) -> dict[str, Any]:
+    """comparison.json and comparison.md from the records of the runs that have finished so far."""
+    base = _per_sample(baseline)
+    rows = [_row(label, "start", baseline, base, None)]
+    for run in comparison.runs:
+        run_dir = out / "runs" / run.run_name
+        marker = run_dir / "eval_run.txt"
+        if marker.is_file():
+            rows.append(_row(run.run_name, run.algorithm, Path(marker.read_text().strip()), base, run_dir))
+    summary = {"description": comparison.description, "start": label, "train": comparison.train, "rows": rows}
+    (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "comparison.md").write_text(markdown_table(rows) + "\n")
+    return summary
+
+
+def _pct(metric: dict[str, Any]) -> str:
+    lo, hi = metric["ci"]
+    return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def _signed(delta: dict[str, Any]) -> str:
+    lo, hi = delta["ci"]
+    return f"{100 * delta['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """One line per run: every test metric with its interval, the paired change from the start, CPU time."""
+    names = list(rows[0]["metrics"])
+    head = ["run", "algorithm", *names, "Δ accuracy (paired)", "Δ partial credit (paired)", "train CPU s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["name"], row["algorithm"], *(_pct(row["metrics"][n]) if n in row["metrics"] else "–"
+                                                   for n in names)]
+        if "delta" in row:
+            cpu = row["cpu_seconds"].get("train")
+            cells += [_signed(row["delta"]["accuracy"]), _signed(row["delta"]["partial_credit"]),
+                      f"{cpu:.0f}" if cpu is not None else "–"]
+        else:
+            cells += ["(start)", "(start)", "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
