@@ -110,8 +110,12 @@ class Algorithm:
         name = self.config.estimator
         if name == "auto":
             name = self.default_estimator.get(attention) or next(iter(self.default_estimator.values()), "")
-        self.estimator = build_estimator(name, self.config.estimator_args)
+        self.estimator = build_estimator(name, self.estimator_options(name))
         return self.estimator
+
+    def estimator_options(self, name: str) -> dict[str, Any]:
+        """Options the estimator ``name`` is built with. Default: the config's ``estimator_args``."""
+        return dict(self.config.estimator_args)
 
     @property
     def num_noise_sets(self) -> int:
@@ -126,6 +130,10 @@ class Algorithm:
         """DecodingConfig overrides this algorithm's rollouts add to the evaluation ``decoding`` (CJ-GRPO's step
         schedule); ``arch`` is the model's architecture entry. The user's ``rollout_decoding`` still wins."""
         return {}
+
+    def check_rollout(self, decoding) -> None:
+        """Refuse final rollout settings (the user's overrides applied) that this algorithm's likelihood
+        cannot score, with a ConfigError naming the fix. Default: accept all."""
 
     def prepare(self, policy, batch: RolloutBatch, scorer) -> None:
         """Work after the rewards and before the estimator's draws that needs the policy or the verifiers;

@@ -32,3 +32,6 @@ estimators.register("block_composite_elbo", f"{_EST}.composite:BlockCompositeELB
 algorithms.register("spg", f"{_ALG}.spg:SPG")
 algorithms.register("bgpo", f"{_ALG}.bgpo:BGPO")
 algorithms.register("ebpo", f"{_ALG}.ebpo:EBPO")
+# JustGRPO: the exact left-to-right likelihood of a masked diffusion model
+estimators.register("autoregressive", f"{_EST}.trajectory:Autoregressive")
+algorithms.register("just_grpo", f"{_ALG}.just_grpo:JustGRPO", aliases=("justgrpo",))

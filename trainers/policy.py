@@ -77,8 +77,10 @@ class ModelPolicy(nn.Module):
             return self.net.hidden_states(input_ids, positions, mask)
 
     def token_logp(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
-                   index: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log p(targets) at sequence positions ``index`` and the predictive entropy there.
+                   index: torch.Tensor, targets: torch.Tensor,
+                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """log p(targets) at sequence positions ``index`` and the predictive entropy there, from the logits
+        divided by ``temperature``.
 
         input_ids/positions (B, L); mask (B, 1, L, L) | None; index/targets (B, N) -> (B, N), (B, N).
         With Dream's shift the distribution for position i is read from hidden state i - 1.
@@ -89,6 +91,8 @@ class ModelPolicy(nn.Module):
         else:
             h = self.hidden(input_ids, positions, mask)
             picked = h.gather(1, source[..., None].expand(-1, -1, h.shape[-1]))
+        if temperature != 1.0:  # (h / tau) W^T = logits / tau, without materialising the logits
+            picked = picked / temperature
         logp, entropy = linear_logp(picked.reshape(-1, picked.shape[-1]), self.net.lm_head.weight,
                                     targets.reshape(-1), self.chunk)
         return logp.view(targets.shape), entropy.view(targets.shape)

@@ -177,7 +177,9 @@ class LocalTrainer:
         rows = cfg.prompts_per_step * cfg.group_size
         algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
         rollout = {"num_samples": cfg.group_size, "batch_size": rows, **algo, **cfg.rollout_decoding}
-        return evaluation, hcfg.decoding_with_overrides(evaluation.model_dump(), rollout, source="rollout_decoding")
+        rollout = hcfg.decoding_with_overrides(evaluation.model_dump(), rollout, source="rollout_decoding")
+        self.algorithm.check_rollout(rollout)
+        return evaluation, rollout
 
     # ---------------------------------------------------------------- one step
     def _batch(self, step: int, timer: Timer, row: dict[str, Any]) -> RolloutBatch:

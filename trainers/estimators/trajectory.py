@@ -1,5 +1,6 @@
 """Exact per-step likelihoods of a rollout, replayed from its step map: block diffusion (DiPO / DiRL, one
-packed forward) and masked diffusion (``mdm_trajectory``, one forward per step).
+packed forward) and masked diffusion (``mdm_trajectory``, one forward per step; ``autoregressive``, the
+left-to-right order of JustGRPO, needs no recorded map).
 
 For every decoding step s of a row, the state is: earlier blocks clean, the current block with the
 tokens committed before s visible and the rest masked. Within a block generation conditions only on that
@@ -113,14 +114,22 @@ class MaskedTrajectory(Estimator):
     forwards = 0  # one per decoding step
     needs_trajectory = True
 
-    def __init__(self, steps_per_forward: int = 8):
+    def __init__(self, steps_per_forward: int = 8, temperature: float = 1.0):
         self.steps_per_forward = int(steps_per_forward)
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.temperature = float(temperature)
 
-    def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
+    def commit_steps(self, batch: RolloutBatch) -> torch.Tensor:
+        """(B, T) long: the step that committed each response token (-1: never, e.g. after EOS)."""
         if batch.commit_step is None:
             raise ValueError("mdm_trajectory needs the rollout's step map (batch.commit_step)")
+        return batch.commit_step
+
+    def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
         layout = build_layout(batch)
-        commit = batch.commit_step
+        commit = self.commit_steps(batch)
+        scaled = {"temperature": self.temperature} if self.temperature != 1.0 else {}
         pairs = [(r, int(s)) for r in range(batch.size) for s in torch.unique(commit[r][commit[r] >= 0]).tolist()]
         token_logp = torch.zeros(commit.shape, device=commit.device)
         token_ent = torch.zeros_like(token_logp)
@@ -134,9 +143,22 @@ class MaskedTrajectory(Estimator):
             inputs[:, layout.response] = inputs[:, layout.response].masked_fill(hide, policy.mask_id)
             index = layout.response_index()[rows]
             logp, entropy = policy.token_logp(inputs, layout.positions[rows], full_mask[rows], index,
-                                              batch.completion_ids[rows])
+                                              batch.completion_ids[rows], **scaled)
             now = commit[rows] == steps
             r_idx, c_idx = now.nonzero(as_tuple=True)
             token_logp = token_logp.index_put((rows[r_idx], c_idx), logp[r_idx, c_idx].to(token_logp.dtype))
             token_ent = token_ent.index_put((rows[r_idx], c_idx), entropy[r_idx, c_idx].to(token_ent.dtype))
         return Estimate(token_logp, token_ent)
+
+
+@estimator("autoregressive")
+class Autoregressive(MaskedTrajectory):
+    """JustGRPO: the exact left-to-right likelihood of a masked diffusion model, log p(y_t | prompt, y_<t, masks
+    at >= t) with the logits divided by ``temperature``: the trajectory of a block-length-1 rollout, known
+    without recording it. One full-canvas forward per response token, ``steps_per_forward`` at a time."""
+
+    needs_trajectory = False
+
+    def commit_steps(self, batch: RolloutBatch) -> torch.Tensor:
+        order = torch.arange(batch.completion_ids.shape[1], device=batch.completion_ids.device)
+        return torch.where(batch.completion_mask, order, -1)
