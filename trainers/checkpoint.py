@@ -74,12 +74,23 @@ def check_same_run(run_dir: Path, fingerprint: str, config: dict[str, Any]) -> N
     file = run_dir / "train_config.json"
     if file.is_file():
         saved = json.loads(file.read_text())
-        if saved.get("fingerprint") != fingerprint:
+        if saved.get("fingerprint") != fingerprint and _fingerprint_now(saved.get("config")) != fingerprint:
             raise ConfigError(f"{run_dir} holds a run with different settings; pass another --run-name "
                               "(or remove the directory) to start a new run")
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     file.write_text(json.dumps({"fingerprint": fingerprint, "config": config}, indent=2, sort_keys=True))
+
+
+def _fingerprint_now(saved: dict[str, Any] | None) -> str | None:
+    """The saved settings' fingerprint as this version computes it: a run written before a field was added
+    (or before a change of the hashing) still resumes when its settings are the same."""
+    from .config import TrainConfig
+
+    try:
+        return TrainConfig.model_validate(saved or {}).fingerprint()
+    except ValueError:  # settings this version no longer accepts: not the same run
+        return None
 
 
 class MetricsLog:

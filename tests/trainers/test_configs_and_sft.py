@@ -45,6 +45,19 @@ def test_fingerprint_ignores_settings_left_at_their_defaults():
     assert TrainConfig(algorithm="d1", suite="sudoku", reward="score").fingerprint() != plain.fingerprint()
 
 
+def test_a_run_saved_by_an_older_version_resumes_when_its_settings_are_the_same(tmp_path):
+    from dare.trainers.checkpoint import check_same_run
+
+    config = TrainConfig(algorithm="d1", suite="sudoku", lr=3e-6)
+    saved = config.model_dump(mode="json")
+    del saved["reward"]  # a field this version added
+    (tmp_path / "train_config.json").write_text(json.dumps({"fingerprint": "0ld5cheme0000000", "config": saved}))
+    check_same_run(tmp_path, config.fingerprint(), config.model_dump(mode="json"))  # accepted
+    other = config.model_copy(update={"lr": 1e-5})
+    with pytest.raises(ConfigError, match="different settings"):
+        check_same_run(tmp_path, other.fingerprint(), other.model_dump(mode="json"))
+
+
 def test_unknown_algorithm_setting_is_reported():
     with pytest.raises(ConfigError, match="clip_lo"):
         build_algorithm("d1", {"clip_lo": 0.1})
