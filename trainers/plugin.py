@@ -35,3 +35,6 @@ algorithms.register("ebpo", f"{_ALG}.ebpo:EBPO")
 # JustGRPO: the exact left-to-right likelihood of a masked diffusion model
 estimators.register("autoregressive", f"{_EST}.trajectory:Autoregressive")
 algorithms.register("just_grpo", f"{_ALG}.just_grpo:JustGRPO", aliases=("justgrpo",))
+# ESPO: sequence ELBO with complementary corruptions, sequence-level clipped PPO
+estimators.register("espo_elbo", f"{_EST}.espo:ESPOELBO")
+algorithms.register("espo", f"{_ALG}.espo:ESPO")

@@ -1,0 +1,74 @@
+"""ESPO: the stratified {0..L_v} counts, both ELBO halves unbiased (k = 0 and k = L_v included), the
+complementary half lowering the variance, the sequence ratio and the k2 KL on raw ELBOs over L."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from dare.trainers import build_algorithm, build_estimator
+
+from .toy import JointPolicy, make_batch
+
+RESPONSE = [2, 0, 1, 2]
+
+
+def _draws(options: dict, policy, rows: int, seed: int = 0) -> torch.Tensor:
+    est = build_estimator("espo_elbo", options)
+    batch = make_batch(rows, policy.prompt_len, RESPONSE)
+    noise = est.draw(batch, torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return est.estimate(policy, batch, noise).token_logp.double().sum(-1)
+
+
+def test_counts_are_stratified_over_zero_to_lv_and_the_tail_is_never_drawn():
+    est = build_estimator("espo_elbo", {"samples": 2})
+    batch = make_batch(400, 2, [1] * 12)
+    batch.completion_mask[:, 9:] = False  # L_v = 9: counts in {0..9}, strata of width 5
+    noise = est.draw(batch, torch.Generator().manual_seed(0))
+    counts = noise["counts"]
+    assert torch.equal(noise["masked"].sum(-1).double(), counts) and not noise["masked"][..., 9:].any()
+    assert counts.min() == 0 and counts.max() == 9  # both ends occur: no division by zero allowed
+    gap = torch.remainder(counts[:, 1] - counts[:, 0], 10)
+    assert set(gap.unique().tolist()) == {5.0}
+    assert abs(float(counts.mean()) - 4.5) < 0.3  # each x_j uniform on {0..9}
+
+
+@pytest.mark.parametrize("reduce_var", [False, True])
+def test_each_half_is_unbiased(reduce_var):
+    policy = JointPolicy(n=4, vocab=3, seed=1)
+    truth = policy.log_prob(RESPONSE)
+    draws = _draws({"samples": 2, "reduce_var": reduce_var}, policy, rows=6000)
+    assert torch.isfinite(draws).all()
+    se = float(draws.std() / math.sqrt(len(draws)))
+    assert abs(float(draws.mean()) - truth) < 4.5 * se + 1e-3
+
+
+def test_the_complementary_half_lowers_the_variance():
+    policy = JointPolicy(n=4, vocab=3, seed=1)
+    coupled = _draws({"samples": 2, "reduce_var": True}, policy, rows=4000)
+    masked_only = _draws({"samples": 2, "reduce_var": False}, policy, rows=4000)
+    assert float(coupled.var()) < 0.8 * float(masked_only.var())
+
+
+def test_sequence_ratio_starts_at_one_and_the_kl_is_k2_on_raw_elbos_over_l():
+    algo = build_algorithm("espo", {"beta": 0.5})
+    policy = JointPolicy(n=4, vocab=3, seed=1)
+    algo.bind(policy.attention)
+    batch = make_batch(4, policy.prompt_len, RESPONSE)
+    batch.group_ids = torch.tensor([0, 0, 1, 1])
+    batch.rewards = torch.tensor([1.0, 0.0, 0.5, 0.5])
+    batch.noise = algo.draw_noise(algo.estimator, batch, torch.Generator().manual_seed(0))
+    assert len(batch.noise) == 8  # one precomputed draw set per inner update
+    with torch.no_grad():
+        batch.old_logp = torch.stack([algo.estimator.estimate(policy, batch, s).token_logp for s in batch.noise])
+    batch.ref_logp = batch.old_logp - 0.3  # every ELBO 4 * 0.3 above its reference
+    batch.advantages = algo.advantages(batch)
+    assert batch.advantages.tolist() == [1.0, -1.0, 0.0, 0.0]  # RLOO
+    out = algo.loss(policy, batch, 0)
+    assert out.metrics["ratio_max_dev"] == 0.0 and out.metrics["clip_fraction"] == 0.0
+    kl = 0.5 * (4 * 0.3) ** 2 / 4  # k2 on the raw ELBO difference, then / L
+    assert out.metrics["kl_ref"] == pytest.approx(kl, rel=1e-5)
+    assert float(out.loss) == pytest.approx((-1.0 + 1.0) / 4 + 0.5 * kl, rel=1e-5)
