@@ -16,9 +16,8 @@ import torch
 from pydantic import Field
 
 from ..api import Needs, algorithm
-from ..batch import LossOutput, RolloutBatch
-from ..ops import kl_penalty
-from .policy_gradient import PolicyGradient, PolicyGradientConfig
+from .policy_gradient import PolicyGradientConfig
+from .sequence_ratio import SequenceRatio
 
 
 def log_clipped_ratio(log_ratio: torch.Tensor, adv: torch.Tensor, eps_low: float, eps_high: float) -> torch.Tensor:
@@ -35,39 +34,13 @@ class EBPOConfig(PolicyGradientConfig):
 
 
 @algorithm("ebpo")
-class EBPO(PolicyGradient):
+class EBPO(SequenceRatio):
     """Sequence-ratio PPO on the composite block ELBO, clipped in log space."""
 
     needs = Needs(rollout=True, attention="block_causal")
     Config = EBPOConfig
     default_estimator = {"block_causal": "block_composite_elbo"}
 
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        cfg = self.config
-        k = inner_step % len(batch.noise)
-        mask = batch.completion_mask
-        est = self.estimator.estimate(policy, batch, batch.noise[k])
-        elbo = (est.token_logp * mask).sum(1)  # E (B,)
-        old = (batch.old_logp[k].to(elbo.dtype) * mask).sum(1)
-        adv = batch.advantages.to(elbo.dtype)
-        log_ratio = elbo - old
-        clipped = log_clipped_ratio(log_ratio, adv, cfg.clip_low, cfg.clip_high)
-        per_row = -adv * torch.exp(clipped)
-        metrics = {}
-        if cfg.beta > 0:
-            kl = kl_penalty(elbo, (batch.ref_logp[k].to(elbo.dtype) * mask).sum(1), cfg.kl_estimator)
-            per_row = per_row + cfg.beta * kl
-            metrics["kl_ref"] = float(kl.detach().mean())
-        rows = mask.any(1)
-        count = int(rows.sum())
-        loss = (per_row * rows).sum() / max(count, 1)
-        ratio = torch.exp(log_ratio.detach())[rows]
-        metrics.update(
-            policy_loss=float(loss.detach()),
-            clip_fraction=float((clipped.detach() != log_ratio.detach())[rows].float().mean()) if count else 0.0,
-            ratio_mean=float(ratio.mean()) if count else 1.0,
-            ratio_max_dev=float((ratio - 1).abs().max()) if count else 0.0,
-            elbo=float(elbo.detach()[rows].mean()) if count else 0.0,
-            entropy=float((est.entropy * mask).sum() / mask.sum().clamp(min=1)),
-        )
-        return LossOutput(loss=loss, weight=float(count), metrics=metrics)
+    def surrogate(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        clipped = log_clipped_ratio(log_ratio, adv, self.config.clip_low, self.config.clip_high)
+        return -adv * torch.exp(clipped), clipped.detach() != log_ratio.detach()

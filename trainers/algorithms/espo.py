@@ -17,10 +17,9 @@ import torch
 from pydantic import Field
 
 from ..api import Needs, algorithm
-from ..batch import LossOutput, RolloutBatch
-from ..ops import kl_penalty
 from .bgpo import dual_clip
-from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
+from .policy_gradient import AdvantageKind, PolicyGradientConfig
+from .sequence_ratio import SequenceRatio
 
 
 class ESPOConfig(PolicyGradientConfig):
@@ -37,39 +36,15 @@ class ESPOConfig(PolicyGradientConfig):
 
 
 @algorithm("espo")
-class ESPO(PolicyGradient):
+class ESPO(SequenceRatio):
     """Clipped PPO on the sequence ratio of per-token-normalised ELBOs, k2 KL on the raw ELBOs."""
 
     needs = Needs(rollout=True, attention="bidirectional")
     Config = ESPOConfig
     default_estimator = {"bidirectional": "espo_elbo"}
 
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        cfg = self.config
-        k = inner_step % len(batch.noise)
-        mask = batch.completion_mask
-        length = float(cfg.normalise_length or mask.shape[1])
-        est = self.estimator.estimate(policy, batch, batch.noise[k])
-        elbo = (est.token_logp * mask).sum(1)  # (B,)
-        old = (batch.old_logp[k].to(elbo.dtype) * mask).sum(1)
-        adv = batch.advantages.to(elbo.dtype)
-        log_ratio = (elbo - old) / length
-        per_row, clipped = dual_clip(torch.exp(log_ratio), adv, cfg.clip_low, cfg.clip_high, None)
-        metrics = {}
-        if cfg.beta > 0:
-            ref = (batch.ref_logp[k].to(elbo.dtype) * mask).sum(1)
-            kl = kl_penalty(elbo, ref, cfg.kl_estimator) / length
-            per_row = per_row + cfg.beta * kl
-            metrics["kl_ref"] = float(kl.detach().mean())
-        rows = mask.any(1)
-        count = int(rows.sum())
-        loss = (per_row * rows).sum() / max(count, 1)
-        ratio = torch.exp(log_ratio.detach())[rows]
-        metrics.update(
-            policy_loss=float(loss.detach()),
-            clip_fraction=float(clipped[rows].float().mean()) if count else 0.0,
-            ratio_mean=float(ratio.mean()) if count else 1.0,
-            ratio_max_dev=float((ratio - 1).abs().max()) if count else 0.0,
-            entropy=float((est.entropy * mask).sum() / mask.sum().clamp(min=1)),
-        )
-        return LossOutput(loss=loss, weight=float(count), metrics=metrics)
+    def length(self, mask: torch.Tensor) -> float:
+        return float(self.config.normalise_length or mask.shape[1])
+
+    def surrogate(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return dual_clip(torch.exp(log_ratio), adv, self.config.clip_low, self.config.clip_high, None)
