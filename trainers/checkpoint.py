@@ -9,10 +9,13 @@ metrics lines after the checkpoint's step are dropped, so no step is logged twic
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +83,20 @@ def check_same_run(run_dir: Path, fingerprint: str, config: dict[str, Any]) -> N
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     file.write_text(json.dumps({"fingerprint": fingerprint, "config": config}, indent=2, sort_keys=True))
+
+
+@contextmanager
+def exclusive(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` for one process: a second trainer on the same run would interleave its steps and
+    checkpoints with ours. The lock dies with the process, so a killed run never blocks its rerun."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / ".lock").open("a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"{run_dir} is being trained by another process; wait for it to finish, or pass "
+                              "another --run-name / --out") from None
+        yield
 
 
 def _fingerprint_now(saved: dict[str, Any] | None) -> str | None:

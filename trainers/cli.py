@@ -115,6 +115,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
+    from .checkpoint import exclusive
     from .config import dare_preset, load_experiment
     from .evaluate import evaluate_checkpoint
     from .trainer import LocalTrainer
@@ -138,14 +139,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         config = config.model_copy(update={"algorithm": dare_preset(config.algorithm)})
     label = config.model or Path(config.model_path or "model").name
     run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
-    if build_trainer is not None:
-        trainer = build_trainer(config, run_dir, args.nnodes, args.gpus_per_node)
-    else:
-        trainer = LocalTrainer(config, run_dir)
-    final = trainer.train()
-    if config.evaluate and final is not None:
-        eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv])
-        (run_dir / "eval_run.txt").write_text(str(eval_dir) + "\n")
+    with exclusive(run_dir):
+        if build_trainer is not None:
+            trainer = build_trainer(config, run_dir, args.nnodes, args.gpus_per_node)
+        else:
+            trainer = LocalTrainer(config, run_dir)
+        final = trainer.train()
+        if config.evaluate and final is not None:
+            eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv])
+            (run_dir / "eval_run.txt").write_text(str(eval_dir) + "\n")
     rows = trainer.metrics.rows()
     if rows:
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "time"}, sort_keys=True))

@@ -174,15 +174,16 @@ class ComparisonRunner:
         marker = run_dir / "eval_run.txt"
         if final is not None and int(final.name.split("-")[1]) == config.steps and marker.is_file():
             return final
-        began = time.process_time()
-        trainer = LocalTrainer(config, run_dir)
-        final = trainer.train()
-        _add_cpu(run_dir, "train", time.process_time() - began)
-        began = time.process_time()
-        limit = next(iter(self.configs.values())).eval_limit
-        eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", limit, self.command, self.decoding())
-        marker.write_text(str(eval_dir) + "\n")
-        _add_cpu(run_dir, "eval", time.process_time() - began)
+        with ckpt.exclusive(run_dir):
+            began = time.process_time()
+            trainer = LocalTrainer(config, run_dir)
+            final = trainer.train()
+            _add_cpu(run_dir, "train", time.process_time() - began)
+            began = time.process_time()
+            limit = next(iter(self.configs.values())).eval_limit
+            eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", limit, self.command, self.decoding())
+            marker.write_text(str(eval_dir) + "\n")
+            _add_cpu(run_dir, "eval", time.process_time() - began)
         return final
 
     def baseline(self, checkpoint: Path) -> Path:

@@ -146,3 +146,25 @@ def test_an_algorithm_takes_any_estimator_by_name(tiny, tmp_path, digits_suite, 
     assert rows[0]["first_inner_ratio_max_dev"] == 0.0 and rows[1]["step"] == 2
     assert main([*args, "--engine", "replay", "--run-name", "other"]) == 2
     assert "cannot record them" in capsys.readouterr().err
+
+
+def test_a_run_directory_is_trained_by_one_process_at_a_time(tiny, tmp_path, capsys):
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "sft-sudoku-llada-s0"
+    run_dir.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(run_dir / ".lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        args = ["--algo", "sft", "--model-path", str(tiny["llada"]), "--suite", "sudoku", "--out", str(tmp_path),
+                *FAST]
+        assert main(args) == 2
+        assert "is being trained by another process" in capsys.readouterr().err
+        assert not (run_dir / "metrics.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(args) == 0  # the lock died with its process
