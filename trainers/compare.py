@@ -241,7 +241,9 @@ class ComparisonRunner:
 
 
 def _add_cpu(run_dir: Path, phase: str, seconds: float) -> None:
-    """Accumulate CPU seconds (all threads of this process) per phase across resumed attempts."""
+    """Accumulate CPU seconds (all threads of this process) per phase across the attempts that finished.
+    The summary prefers the per-step ``cpu_s`` of metrics.jsonl for training (an attempt killed mid-run
+    never reaches this line)."""
     file = run_dir / CPU_FILE
     spent = json.loads(file.read_text()) if file.is_file() else {}
     spent[phase] = round(spent.get(phase, 0.0) + seconds, 1)
@@ -280,7 +282,11 @@ def _row(name: str, algorithm: str, eval_dir: Path, base: dict, run_dir: Path | 
                            "eval_run": str(eval_dir), "metrics": metrics}
     if run_dir is not None:
         row["delta"] = {m: paired_delta(samples, base, m) for m in ("accuracy", "partial_credit")}
-        row["cpu_seconds"] = json.loads((run_dir / CPU_FILE).read_text()) if (run_dir / CPU_FILE).is_file() else {}
+        spent = json.loads((run_dir / CPU_FILE).read_text()) if (run_dir / CPU_FILE).is_file() else {}
+        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
+        if steps and all("cpu_s" in r for r in steps):  # the logged steps: counts work lost to a kill once
+            spent["train"] = round(sum(r["cpu_s"] for r in steps), 1)
+        row["cpu_seconds"] = spent
         config = json.loads((run_dir / "train_config.json").read_text())["config"]
         row["budget"] = {k: config.get(k) for k in ("steps", "prompts_per_step", "group_size", "seed")}
     return row

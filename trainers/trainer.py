@@ -257,7 +257,7 @@ class LocalTrainer:
         return summed
 
     def step(self, step: int) -> dict[str, Any]:
-        timer, row = Timer(), {"step": step + 1}
+        timer, row, cpu = Timer(), {"step": step + 1}, time.process_time()
         batch = self._batch(step, timer, row).to(self.batch_device)
         if self.needs.rollout:  # e.g. MDPO grades the intermediate predictions of every decoding step
             with timer("prepare"):
@@ -282,6 +282,7 @@ class LocalTrainer:
             row.update(self._update(batch))
         row["lr"] = self.scheduler.get_last_lr()[0]
         row["time"] = timer.seconds
+        row["cpu_s"] = round(time.process_time() - cpu, 3)  # this process, all threads (not Ray workers)
         return row
 
     def train(self) -> Path | None:

@@ -35,6 +35,8 @@ def test_comparison_trains_every_run_from_one_start_and_resumes(tmp_path, capsys
     for row in runs:
         assert row["budget"] == {"steps": 1, "prompts_per_step": 2, "group_size": 2, "seed": 0}
         assert row["delta"]["accuracy"]["n"] == 4 and row["cpu_seconds"]["train"] > 0
+        steps = [json.loads(line) for line in (out / "runs" / row["name"] / "metrics.jsonl").read_text().splitlines()]
+        assert row["cpu_seconds"]["train"] == round(sum(r["cpu_s"] for r in steps), 1)
         lo, hi = row["delta"]["partial_credit"]["ci"]
         assert lo <= row["delta"]["partial_credit"]["value"] <= hi
     table = (out / "comparison.md").read_text()
