@@ -117,7 +117,7 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
     from .checkpoint import exclusive
     from .config import dare_preset, load_experiment
-    from .evaluate import evaluate_checkpoint
+    from .evaluate import evaluate_checkpoint, write_eval_marker
     from .trainer import LocalTrainer
 
     flags = parse_sets(args.overrides)
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         final = trainer.train()
         if config.evaluate and final is not None:
             eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv])
-            (run_dir / "eval_run.txt").write_text(str(eval_dir) + "\n")
+            write_eval_marker(run_dir, eval_dir)
     rows = trainer.metrics.rows()
     if rows:
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "time"}, sort_keys=True))

@@ -34,17 +34,16 @@ from dare.harness import config as hcfg
 from dare.harness.engine import EngineContext
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
-from dare.harness.records import RunRecord
 from dare.harness.registry import architectures, engines
 from dare.harness.runner import EvalPlan, run_eval
 
 from . import checkpoint as ckpt
 from .api import build_algorithm
 from .config import TrainConfig, load_experiment, resolve_algorithm
-from .evaluate import evaluate_checkpoint
+from .comparison_table import CPU_FILE, summarise
+from .evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
 
 log = logging.getLogger(__name__)
-CPU_FILE = "cpu_seconds.json"
 
 
 class StartSpec(BaseModel):
@@ -105,7 +104,8 @@ def load_comparison(path: str) -> tuple[Comparison, Path]:
         raise ConfigError(hcfg.validation_problems(exc), source=str(file)) from exc
     names = [r.run_name for r in comparison.runs]
     if len(set(names)) != len(names):
-        raise ConfigError(f"run names repeat in {names}; give the repeated algorithms distinct 'name's", source=str(file))
+        raise ConfigError(f"run names repeat in {names}; give the repeated algorithms distinct 'name's",
+                          source=str(file))
     return comparison, file
 
 
@@ -171,8 +171,7 @@ class ComparisonRunner:
         from .trainer import LocalTrainer
 
         final = ckpt.latest(run_dir)
-        marker = run_dir / "eval_run.txt"
-        if final is not None and int(final.name.split("-")[1]) == config.steps and marker.is_file():
+        if final is not None and int(final.name.split("-")[1]) == config.steps and read_eval_marker(run_dir):
             return final
         with ckpt.exclusive(run_dir):
             began = time.process_time()
@@ -182,15 +181,16 @@ class ComparisonRunner:
             began = time.process_time()
             limit = next(iter(self.configs.values())).eval_limit
             eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", limit, self.command, self.decoding())
-            marker.write_text(str(eval_dir) + "\n")
+            write_eval_marker(run_dir, eval_dir)
             _add_cpu(run_dir, "eval", time.process_time() - began)
         return final
 
     def baseline(self, checkpoint: Path) -> Path:
         """The record of the start itself (the SFT stage's own evaluation, or the shipped model's)."""
-        marker = self.out / "start" / ("train" if self.start.recipe else "") / "eval_run.txt"
-        if marker.is_file():
-            return Path(marker.read_text().strip())
+        folder = self.out / "start" / ("train" if self.start.recipe else "")
+        done = read_eval_marker(folder)
+        if done is not None:
+            return done
         config = next(iter(self.configs.values()))
         spec = hcfg.model(config.model)
         ctx = EngineContext(model_name=self.label, model_spec=spec, model_path=checkpoint,
@@ -201,7 +201,7 @@ class ComparisonRunner:
                         cache_dir=out / ".cache", limit=config.eval_limit,
                         flags=[f"limit={config.eval_limit}"] if config.eval_limit else [], command=self.command)
         run_dir = run_eval(plan)
-        marker.write_text(str(run_dir) + "\n")
+        write_eval_marker(folder, run_dir)
         return run_dir
 
     def run(self, only: list[str] | None = None, jobs: int = 1, config_path: str = "") -> dict[str, Any]:
@@ -248,88 +248,3 @@ def _add_cpu(run_dir: Path, phase: str, seconds: float) -> None:
     spent = json.loads(file.read_text()) if file.is_file() else {}
     spent[phase] = round(spent.get(phase, 0.0) + seconds, 1)
     file.write_text(json.dumps(spent, sort_keys=True) + "\n")
-
-
-# ---------------------------------------------------------------------- summary
-def _per_sample(run_dir: Path) -> dict[tuple[str, str], dict[str, float]]:
-    """(benchmark, sample id) -> {accuracy, partial_credit} of one generation per sample (k = 1 runs)."""
-    out: dict[tuple[str, str], dict[str, float]] = {}
-    with (run_dir / "samples.jsonl").open() as fh:
-        for line in fh:
-            row = json.loads(line)
-            if row.get("status") != "scored":
-                continue
-            credit = float((row.get("details") or {}).get("partial_credit", row["score"]))
-            out[(row["benchmark"], row["id"])] = {"accuracy": float(row["passed"]), "partial_credit": credit}
-    return out
-
-
-def paired_delta(run: dict, base: dict, metric: str) -> dict[str, Any]:
-    """Mean of run - start over the samples both scored, with the paired bootstrap 95% interval."""
-    from dare.harness.metrics import bootstrap_ci
-
-    keys = sorted(set(run) & set(base))
-    diffs = [run[k][metric] - base[k][metric] for k in keys]
-    mean = sum(diffs) / len(diffs) if diffs else 0.0
-    return {"value": mean, "ci": list(bootstrap_ci(diffs)), "n": len(diffs)}
-
-
-def _row(name: str, algorithm: str, eval_dir: Path, base: dict, run_dir: Path | None) -> dict[str, Any]:
-    record = RunRecord.model_validate_json((eval_dir / "run.json").read_text())
-    metrics = {f"{bench}/{m}": v.model_dump(mode="json") for bench, ms in record.metrics.items() for m, v in ms.items()}
-    samples = _per_sample(eval_dir)
-    row: dict[str, Any] = {"name": name, "algorithm": algorithm, "model": record.model.name,
-                           "eval_run": str(eval_dir), "metrics": metrics}
-    if run_dir is not None:
-        row["delta"] = {m: paired_delta(samples, base, m) for m in ("accuracy", "partial_credit")}
-        spent = json.loads((run_dir / CPU_FILE).read_text()) if (run_dir / CPU_FILE).is_file() else {}
-        steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-        if steps and all("cpu_s" in r for r in steps):  # the logged steps: counts work lost to a kill once
-            spent["train"] = round(sum(r["cpu_s"] for r in steps), 1)
-        row["cpu_seconds"] = spent
-        config = json.loads((run_dir / "train_config.json").read_text())["config"]
-        row["budget"] = {k: config.get(k) for k in ("steps", "prompts_per_step", "group_size", "seed")}
-    return row
-
-
-def summarise(out: Path, label: str, baseline: Path, comparison: Comparison) -> dict[str, Any]:
-    """comparison.json and comparison.md from the records of the runs that have finished so far."""
-    base = _per_sample(baseline)
-    rows = [_row(label, "start", baseline, base, None)]
-    for run in comparison.runs:
-        run_dir = out / "runs" / run.run_name
-        marker = run_dir / "eval_run.txt"
-        if marker.is_file():
-            rows.append(_row(run.run_name, run.algorithm, Path(marker.read_text().strip()), base, run_dir))
-    summary = {"description": comparison.description, "start": label, "train": comparison.train, "rows": rows}
-    (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "comparison.md").write_text(markdown_table(rows) + "\n")
-    return summary
-
-
-def _pct(metric: dict[str, Any]) -> str:
-    lo, hi = metric["ci"]
-    return f"{100 * metric['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
-
-
-def _signed(delta: dict[str, Any]) -> str:
-    lo, hi = delta["ci"]
-    return f"{100 * delta['value']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-
-
-def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """One line per run: every test metric with its interval, the paired change from the start, CPU time."""
-    names = list(rows[0]["metrics"])
-    head = ["run", "algorithm", *names, "Δ accuracy (paired)", "Δ partial credit (paired)", "train CPU s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        cells = [row["name"], row["algorithm"], *(_pct(row["metrics"][n]) if n in row["metrics"] else "–"
-                                                   for n in names)]
-        if "delta" in row:
-            cpu = row["cpu_seconds"].get("train")
-            cells += [_signed(row["delta"]["accuracy"]), _signed(row["delta"]["partial_credit"]),
-                      f"{cpu:.0f}" if cpu is not None else "–"]
-        else:
-            cells += ["(start)", "(start)", "–"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)

@@ -8,6 +8,7 @@ next to the trained model.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from dare.harness.registry import engines
 from dare.harness.runner import EvalPlan, run_eval
 
 log = logging.getLogger(__name__)
+EVAL_MARKER = "eval_run.txt"
 
 
 class TrainedModelEngine:
@@ -62,3 +64,19 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
     run_dir = run_eval(plan)
     log.info("evaluation of %s written to %s", checkpoint, run_dir)
     return run_dir
+
+
+def write_eval_marker(directory: Path, eval_dir: Path) -> None:
+    """``directory/eval_run.txt``: the evaluation run of a training run, relative to ``directory`` (so the
+    folder can move and be read from any working directory)."""
+    (directory / EVAL_MARKER).write_text(os.path.relpath(eval_dir, directory) + "\n")
+
+
+def read_eval_marker(directory: Path) -> Path | None:
+    """The evaluation run named by ``directory/eval_run.txt`` (None without one). Markers written before
+    they were relative hold a path from the working directory; those are read as written."""
+    marker = directory / EVAL_MARKER
+    if not marker.is_file():
+        return None
+    named = Path(marker.read_text().strip())
+    return named if named.is_absolute() or not (directory / named).exists() else directory / named

@@ -4,7 +4,6 @@ under that decoding, equal weight per transition, micro-batch invariance, DARE's
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -24,6 +23,7 @@ from dare.trainers import build_estimator
 from dare.trainers.algorithms.cj_grpo import step_pooled_weights, transition_weights
 from dare.trainers.api import build_algorithm
 from dare.trainers.cli import main
+from dare.trainers.evaluate import read_eval_marker
 from dare.trainers.config import resolve_algorithm
 from dare.trainers.policy import ModelPolicy
 from dare.trainers.rollout import rollout_batch
@@ -231,7 +231,7 @@ def test_cj_grpo_trains_tiny_llada_and_evaluates(tmp_path):
     assert [r["step"] for r in rows] == [1, 2] and rows[0]["first_inner_ratio_max_dev"] == 0.0
     assert rows[0]["nfe"] == 3.0 and rows[0]["transitions"] == 3.0  # ascending: 1 + 2 + 5 tokens in 3 steps
     assert "kl_ref" in rows[1] and "ref_logp" in rows[0]["time"]
-    record = json.loads((Path((run_dir / "eval_run.txt").read_text().strip()) / "run.json").read_text())
+    record = json.loads((read_eval_marker(run_dir) / "run.json").read_text())
     assert record["status"] == "complete" and record["model"]["training"]["algorithm"] == "cj_grpo"
     assert record["decoding"]["steps"] == 8  # evaluation keeps the suite's decoding
 

@@ -10,6 +10,7 @@ import pytest
 from dare.harness.registry import algorithms
 from dare.trainers import plugin  # noqa: F401  (registers the built-in algorithms)
 from dare.trainers.cli import main
+from dare.trainers.evaluate import read_eval_marker
 
 SMALL = ["--steps", "2", "--eval-limit", "2", "--set", "prompts_per_step=1", "--set", "group_size=2",
          "--set", "micro_batch_size=2", "--set", "decoding.gen_length=8", "--set", "decoding.steps=8",
@@ -37,7 +38,6 @@ def test_every_algorithm_trains_and_evaluates_or_names_the_family(algo, model, t
     run_dir = tmp_path / f"{algo}-sudoku-{model}-s0"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
-    eval_dir = (run_dir / "eval_run.txt").read_text().strip()
-    record = json.loads(open(f"{eval_dir}/run.json").read())
+    record = json.loads((read_eval_marker(run_dir) / "run.json").read_text())
     assert record["status"] == "complete" and record["model"]["training"]["algorithm"] == algo
     assert record["metrics"]["sudoku"]["accuracy"]["n"] == 2

@@ -5,7 +5,6 @@ variant, end to end."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,6 +16,7 @@ from dare.harness.records import DecodingConfig, Message
 from dare.trainers.algorithms.mdpo import select_steps, step_advantages, step_scores
 from dare.trainers.api import build_algorithm
 from dare.trainers.cli import main
+from dare.trainers.evaluate import read_eval_marker
 from dare.trainers.config import resolve_algorithm
 from dare.trainers.estimators.step_prediction import step_predictions, step_states
 from dare.trainers.policy import ModelPolicy
@@ -151,7 +151,7 @@ def test_mdpo_trains_tiny_llada_and_evaluates(tmp_path):
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and rows[0]["first_inner_ratio_max_dev"] == 0.0
     assert rows[0]["trained_steps"] == 2.0 and {"prepare", "ref_logp"} <= rows[0]["time"].keys()
-    record = json.loads((Path((run_dir / "eval_run.txt").read_text().strip()) / "run.json").read_text())
+    record = json.loads((read_eval_marker(run_dir) / "run.json").read_text())
     assert record["status"] == "complete" and record["model"]["training"]["algorithm"] == "mdpo"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from dare.harness.prompts import template
 from dare.harness.verifiers import verifiers
 from dare.trainers import build_algorithm, build_estimator
 from dare.trainers.cli import main
+from dare.trainers.evaluate import read_eval_marker
 from dare.trainers.config import resolve_algorithm
 from dare.trainers.preference import preference_items, read_pairs
 from dare.trainers.preference_data import build_pairs
@@ -236,7 +236,7 @@ def test_vrpo_trains_tiny_llada_on_sudoku_pairs_and_evaluates(tmp_path):
     assert [r["step"] for r in rows] == [1, 2]
     assert rows[0]["dpo_loss"] == pytest.approx(math.log(2), abs=1e-6)  # policy == reference before the update
     assert rows[1]["dpo_loss"] != rows[0]["dpo_loss"] and "ref_logp" in rows[0]["time"]
-    eval_dir = Path((run_dir / "eval_run.txt").read_text().strip())
+    eval_dir = read_eval_marker(run_dir)
     record = json.loads((eval_dir / "run.json").read_text())
     assert record["status"] == "complete" and record["model"]["training"]["algorithm"] == "vrpo"
 

@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from dare.harness.records import Verdict
 from dare.harness.verifiers.base import Verifier
 from dare.trainers.cli import main
+from dare.trainers.evaluate import read_eval_marker
 
 from ..user_configs import user_benchmarks
 
@@ -127,9 +128,8 @@ def test_auto_evaluation_links_the_run_record_to_training(tiny, tmp_path, digits
             *[a for a in FAST if a != "--no-eval"], "--eval-limit", "2"]
     assert main(args) == 0
     run_dir = tmp_path / f"d1_dare-{digits_suite}-llada-s0"
-    eval_dir = (run_dir / "eval_run.txt").read_text().strip()
-    record = json.loads((tmp_path / eval_dir / "run.json").read_text() if not eval_dir.startswith("/")
-                        else open(eval_dir + "/run.json").read())
+    assert not (run_dir / "eval_run.txt").read_text().startswith("/")  # relative: the folder can move
+    record = json.loads((read_eval_marker(run_dir) / "run.json").read_text())
     training = record["model"]["training"]
     assert training["algorithm"] == "d1" and training["step"] == 2 and training["run"] == run_dir.name
     assert [p["step"] for p in training["curve"]] == [1, 2] and "reward" in training["curve"][0]
