@@ -31,17 +31,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dare.harness import config as hcfg
-from dare.harness.engine import EngineContext
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
-from dare.harness.registry import architectures, engines
-from dare.harness.runner import EvalPlan, run_eval
+from dare.harness.registry import architectures
 
 from . import checkpoint as ckpt
 from .api import build_algorithm
 from .config import TrainConfig, load_experiment, resolve_algorithm
 from .comparison_table import CPU_FILE, summarise
-from .evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
+from .evaluate import evaluate_checkpoint, evaluate_model, read_eval_marker, write_eval_marker
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +114,14 @@ class ComparisonRunner:
         self.comparison, self.out, self.command = comparison, out, command
         self.start = comparison.start
         self.label = self.start.label or self.start.model or self.start.recipe
+        self.model = self._start_model()
         self.configs = {r.run_name: self._run_config(r) for r in comparison.runs}
+        self.shared = next(iter(self.configs.values()))  # suite, engine, dtype, limit and decoding of every run
 
     # ------------------------------------------------------------------ configs
     def _run_config(self, run: RunSpec) -> TrainConfig:
         shared = {**self.comparison.train, "algorithm": run.algorithm, "model_label": self.label}
-        config = load_experiment(None, {**shared, **run.settings, "model": self._start_model()})
+        config = load_experiment(None, {**shared, **run.settings, "model": self.model})
         algo, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
         needs = build_algorithm(algo, settings).requirements()
         attention = architectures.get(hcfg.model(config.model).architecture).attention
@@ -162,8 +162,8 @@ class ComparisonRunner:
 
     def decoding(self):
         """The one DecodingConfig of every evaluation: the start model's defaults with ``train.decoding``."""
-        config = next(iter(self.configs.values()))
-        return hcfg.decoding_with_overrides(hcfg.model(config.model).decoding_for(config.suite), config.decoding,
+        config = self.shared
+        return hcfg.decoding_with_overrides(hcfg.model(self.model).decoding_for(config.suite), config.decoding,
                                             source="decoding")
 
     def _train_and_evaluate(self, config: TrainConfig, run_dir: Path) -> Path:
@@ -174,15 +174,13 @@ class ComparisonRunner:
         if final is not None and int(final.name.split("-")[1]) == config.steps and read_eval_marker(run_dir):
             return final
         with ckpt.exclusive(run_dir):
-            began = time.process_time()
             trainer = LocalTrainer(config, run_dir)
-            final = trainer.train()
-            _add_cpu(run_dir, "train", time.process_time() - began)
+            final = trainer.train()  # logs each step's CPU seconds in metrics.jsonl
             began = time.process_time()
-            limit = next(iter(self.configs.values())).eval_limit
-            eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", limit, self.command, self.decoding())
+            eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", self.shared.eval_limit, self.command,
+                                           self.decoding())
             write_eval_marker(run_dir, eval_dir)
-            _add_cpu(run_dir, "eval", time.process_time() - began)
+            _add_eval_cpu(run_dir, time.process_time() - began)
         return final
 
     def baseline(self, checkpoint: Path) -> Path:
@@ -191,16 +189,8 @@ class ComparisonRunner:
         done = read_eval_marker(folder)
         if done is not None:
             return done
-        config = next(iter(self.configs.values()))
-        spec = hcfg.model(config.model)
-        ctx = EngineContext(model_name=self.label, model_spec=spec, model_path=checkpoint,
-                            device=config.device or "cpu", options={"dtype": config.dtype})
-        out = self.out / "start" / "eval"
-        plan = EvalPlan(suite=hcfg.suite(config.suite), decoding=self.decoding(),
-                        engine=engines.get(config.engine)(ctx), model_name=self.label, out_dir=out,
-                        cache_dir=out / ".cache", limit=config.eval_limit,
-                        flags=[f"limit={config.eval_limit}"] if config.eval_limit else [], command=self.command)
-        run_dir = run_eval(plan)
+        run_dir = evaluate_model(self.label, hcfg.model(self.model), checkpoint, self.shared, self.decoding(),
+                                 self.out / "start" / "eval", self.shared.eval_limit, self.command)
         write_eval_marker(folder, run_dir)
         return run_dir
 
@@ -240,11 +230,10 @@ class ComparisonRunner:
             raise DareError(f"runs {failed} failed; see {self.out / 'runs'}/NAME.log, then rerun to resume them")
 
 
-def _add_cpu(run_dir: Path, phase: str, seconds: float) -> None:
-    """Accumulate CPU seconds (all threads of this process) per phase across the attempts that finished.
-    The summary prefers the per-step ``cpu_s`` of metrics.jsonl for training (an attempt killed mid-run
-    never reaches this line)."""
+def _add_eval_cpu(run_dir: Path, seconds: float) -> None:
+    """CPU seconds (all threads of this process) of the run's evaluation; training's are per step in
+    metrics.jsonl."""
     file = run_dir / CPU_FILE
     spent = json.loads(file.read_text()) if file.is_file() else {}
-    spent[phase] = round(spent.get(phase, 0.0) + seconds, 1)
+    spent["eval"] = round(spent.get("eval", 0.0) + seconds, 1)
     file.write_text(json.dumps(spent, sort_keys=True) + "\n")

@@ -46,9 +46,8 @@ def _row(name: str, algorithm: str, eval_dir: Path, base: dict, run_dir: Path | 
         row["delta"] = {m: paired_delta(samples, base, m) for m in ("accuracy", "partial_credit")}
         spent = json.loads((run_dir / CPU_FILE).read_text()) if (run_dir / CPU_FILE).is_file() else {}
         steps = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line]
-        if steps and all("cpu_s" in r for r in steps):  # the logged steps: counts work lost to a kill once
-            spent["train"] = round(sum(r["cpu_s"] for r in steps), 1)
-        row["cpu_seconds"] = spent
+        # the logged steps: a step redone after a kill counts once
+        row["cpu_seconds"] = {**spent, "train": round(sum(r.get("cpu_s", 0.0) for r in steps), 1)}
         config = json.loads((run_dir / "train_config.json").read_text())["config"]
         row["budget"] = {k: config.get(k) for k in ("steps", "prompts_per_step", "group_size", "seed")}
     return row

@@ -41,6 +41,23 @@ def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows]
 
 
+def evaluate_model(name: str, spec, path: Path, config, decoding, out_dir: Path, limit: int | None,
+                   command: list[str], training: dict[str, Any] | None = None, device: str | None = None) -> Path:
+    """Evaluate the checkpoint at ``path`` (records name it ``name``) on ``config.suite`` with ``decoding``
+    through ``config.engine``; ``training`` links the record to the run that produced it. Returns the run dir."""
+    ctx = EngineContext(model_name=name, model_spec=spec, model_path=path, device=device or config.device or "cpu",
+                        options={"dtype": config.dtype})
+    engine = engines.get(config.engine)(ctx)
+    if training is not None:
+        engine = TrainedModelEngine(engine, training)
+    plan = EvalPlan(suite=hcfg.suite(config.suite), decoding=decoding, engine=engine, model_name=name,
+                    out_dir=out_dir, cache_dir=out_dir / ".cache", limit=limit,
+                    flags=[f"limit={limit}"] if limit else [], command=command)
+    run_dir = run_eval(plan)
+    log.info("evaluation of %s written to %s", path, run_dir)
+    return run_dir
+
+
 def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | None, command: list[str],
                         decoding=None) -> Path:
     """Evaluate ``checkpoint`` on the training suite with the evaluation DecodingConfig (the training run's, or
@@ -54,16 +71,8 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
         "config": cfg.model_dump(mode="json"), "curve": curve(trainer.metrics.rows()),
     }
     name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
-    ctx = EngineContext(model_name=name, model_spec=trainer.spec, model_path=checkpoint,
-                        device=str(trainer.policy.device),
-                        options={"dtype": cfg.dtype})
-    engine = TrainedModelEngine(engines.get(cfg.engine)(ctx), training)
-    plan = EvalPlan(suite=hcfg.suite(cfg.suite), decoding=decoding or trainer.decoding, engine=engine, model_name=name,
-                    out_dir=out_dir, cache_dir=out_dir / ".cache", limit=limit,
-                    flags=[f"limit={limit}"] if limit else [], command=command)
-    run_dir = run_eval(plan)
-    log.info("evaluation of %s written to %s", checkpoint, run_dir)
-    return run_dir
+    return evaluate_model(name, trainer.spec, checkpoint, cfg, decoding or trainer.decoding, out_dir, limit, command,
+                          training, device=str(trainer.policy.device))
 
 
 def write_eval_marker(directory: Path, eval_dir: Path) -> None:
