@@ -17,17 +17,9 @@ from dare.trainers.config import resolve_algorithm
 from dare.trainers.trainer import accumulate_gradients
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
-from .toy import ContextFreePolicy, JointPolicy, make_batch
+from .toy import ContextFreePolicy, JointPolicy, make_batch, sequence_draws
 
 RESPONSE = [2, 0, 1, 2]
-
-
-def _sequence_draws(name: str, options: dict, policy, rows: int, seed: int = 0) -> torch.Tensor:
-    est = build_estimator(name, options)
-    batch = make_batch(rows, policy.prompt_len, RESPONSE)
-    noise = est.draw(batch, torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        return est.estimate(policy, batch, noise).token_logp.double().sum(-1)
 
 
 def test_stratified_counts_cover_the_strata_exactly():
@@ -47,10 +39,11 @@ def test_stratified_counts_cover_the_strata_exactly():
 def test_stratified_elbo_is_unbiased_with_lower_variance_than_iid_levels(name, block):
     policy = JointPolicy(n=4, vocab=3, block_size=block, seed=1)
     truth = policy.log_prob(RESPONSE)
-    strat = _sequence_draws(name, {"samples": 4}, policy, rows=6000)
+    strat = sequence_draws(name, {"samples": 4}, policy, RESPONSE, rows=6000)
     se = float(strat.std() / math.sqrt(len(strat)))
     assert abs(float(strat.mean()) - truth) < 4.5 * se + 1e-3
-    plain = _sequence_draws("mc_elbo" if block is None else "block_elbo", {"samples": 4, "eps": 1e-5}, policy, 6000)
+    plain = sequence_draws("mc_elbo" if block is None else "block_elbo", {"samples": 4, "eps": 1e-5}, policy,
+                           RESPONSE, 6000)
     assert float(strat.var()) < 0.8 * float(plain.var())
 
 

@@ -10,17 +10,9 @@ import torch
 
 from dare.trainers import build_algorithm, build_estimator
 
-from .toy import JointPolicy, make_batch
+from .toy import JointPolicy, make_batch, sequence_draws
 
 RESPONSE = [2, 0, 1, 2]
-
-
-def _draws(options: dict, policy, rows: int, seed: int = 0) -> torch.Tensor:
-    est = build_estimator("espo_elbo", options)
-    batch = make_batch(rows, policy.prompt_len, RESPONSE)
-    noise = est.draw(batch, torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        return est.estimate(policy, batch, noise).token_logp.double().sum(-1)
 
 
 def test_counts_are_stratified_over_zero_to_lv_and_the_tail_is_never_drawn():
@@ -40,7 +32,7 @@ def test_counts_are_stratified_over_zero_to_lv_and_the_tail_is_never_drawn():
 def test_each_half_is_unbiased(reduce_var):
     policy = JointPolicy(n=4, vocab=3, seed=1)
     truth = policy.log_prob(RESPONSE)
-    draws = _draws({"samples": 2, "reduce_var": reduce_var}, policy, rows=6000)
+    draws = sequence_draws("espo_elbo", {"samples": 2, "reduce_var": reduce_var}, policy, RESPONSE, rows=6000)
     assert torch.isfinite(draws).all()
     se = float(draws.std() / math.sqrt(len(draws)))
     assert abs(float(draws.mean()) - truth) < 4.5 * se + 1e-3
@@ -48,8 +40,8 @@ def test_each_half_is_unbiased(reduce_var):
 
 def test_the_complementary_half_lowers_the_variance():
     policy = JointPolicy(n=4, vocab=3, seed=1)
-    coupled = _draws({"samples": 2, "reduce_var": True}, policy, rows=4000)
-    masked_only = _draws({"samples": 2, "reduce_var": False}, policy, rows=4000)
+    coupled = sequence_draws("espo_elbo", {"samples": 2, "reduce_var": True}, policy, RESPONSE, rows=4000)
+    masked_only = sequence_draws("espo_elbo", {"samples": 2, "reduce_var": False}, policy, RESPONSE, rows=4000)
     assert float(coupled.var()) < 0.8 * float(masked_only.var())
 
 

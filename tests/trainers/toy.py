@@ -28,6 +28,17 @@ def make_batch(rows: int, prompt_len: int, response: list[int], prompt_token: in
         group_ids=torch.arange(rows))
 
 
+def sequence_draws(name: str, options: dict, policy, response: list[int], rows: int, seed: int = 0) -> torch.Tensor:
+    """``rows`` independent draws (rows,) float64 of estimator ``name``'s sequence log-likelihood of ``response``."""
+    from dare.trainers import build_estimator
+
+    est = build_estimator(name, options)
+    batch = make_batch(rows, policy.prompt_len, response)
+    noise = est.draw(batch, torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        return est.estimate(policy, batch, noise).token_logp.double().sum(-1)
+
+
 class _Toy(nn.Module):
     attention = "bidirectional"
     shift_logits = False
