@@ -1,4 +1,4 @@
-"""Math verifier (GSM8K, MATH500, AIME): answer extraction, then equivalence with math-verify.
+"""Math verifier (GSM8K, MATH500, AIME, OlympiadBench, AMC23): answer extraction, then equivalence with math-verify.
 
 Extraction (``extract.extract_math_answer``) runs in the parent; parsing and comparison run with
 math-verify in worker processes whose deadline the parent enforces (math-verify's own ``signal.alarm``
@@ -19,6 +19,8 @@ Rules, per gold (each is tested):
   ``"math_verify"`` (math-verify's own search of the whole text: "final answer" anchors first, then its
   last expression) or ``"none"`` (strict: no answer). ``details["strict"]`` is False when the answer came from a fallback, so strict accuracy can be
   reported beside lenient accuracy.
+- A sample whose metadata states OlympiadBench's answer type (several answers, a unit, a tolerance, an
+  interval) is graded by those rules as well (``answer_types``); math-verify's own verdict still counts.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..records import Sample, Verdict
+from .answer_types import clean_answer, clean_gold, match_parts, rules_for, split_answers
 from .base import Verifier
 from .extract import Extraction, extract_math_answer, last_boxed, strip_thousands
 from .worker_pool import DeadlinePool, JobResult
@@ -110,11 +113,44 @@ def _parse_prediction(answer: str, reading: str) -> list:
     return _read(answer, reading)
 
 
-def grade(gold: str, answer: str, reading: str) -> tuple[bool, str | None]:
-    """Worker-side job: (equivalent?, the prediction as math-verify read it). Runs without timeouts."""
+def grade(gold: str, answer: str, reading: str, rules: tuple[bool, float | None] | None = None) -> tuple[bool, str | None]:
+    """Worker-side job: (equivalent?, the prediction as math-verify read it). Runs without timeouts.
+    ``rules``: (several answers?, absolute tolerance) from the sample's answer type, or None."""
     predicted = _parse_prediction(answer, reading)
     ok = bool(predicted) and _math_verify().verify(_parse_gold(gold), predicted, timeout_seconds=None)
+    if not ok and rules is not None:
+        multiple, tolerance = rules
+        if multiple:
+            ok = match_parts(split_answers(gold), split_answers(answer), lambda g, p: _part_equal(g, p, "latex", tolerance))
+        else:
+            ok = _part_equal(gold, answer, reading, tolerance)
     return ok, (str(predicted[-1]) if predicted else None)
+
+
+def _part_equal(gold: str, answer: str, reading: str, tolerance: float | None) -> bool:
+    """One answer against one gold: math-verify, then the tolerance; a gold equation also offers its
+    right-hand side (OlympiadBench writes ``\\angle BEA_1 = 90`` where the value is the answer)."""
+    mv = _math_verify()
+    predicted = _parse_prediction(answer, reading)
+    if not predicted:
+        return False
+    for candidate in (gold, gold.rsplit("=", 1)[1]) if "=" in gold else (gold,):
+        try:
+            parsed = _parse_gold(candidate.strip())
+        except ValueError:
+            continue
+        if mv.verify(parsed, predicted, timeout_seconds=None) or (tolerance is not None and _within(parsed, predicted, tolerance)):
+            return True
+    return False
+
+
+def _within(gold: list, predicted: list, tolerance: float) -> bool:
+    """|gold - prediction| <= tolerance * 1.01, both numbers (OlympiadBench's numerical_equal; the 1.01
+    absorbs the float error of a difference such as 4.3 - 4.2)."""
+    try:
+        return abs(float(gold[0]) - float(predicted[0])) <= tolerance * 1.01
+    except (TypeError, ValueError):
+        return False
 
 
 class MathVerifier(Verifier):
@@ -156,7 +192,9 @@ class MathVerifier(Verifier):
 
     def verify_batch(self, items: Sequence[tuple[Sample, str]]) -> list[Verdict]:
         extractions = [self.extract(completion) for _, completion in items]
+        rules = [rules_for(sample.metadata) for sample, _ in items]
         golds = [normalize_gold(sample.reference or "") for sample, _ in items]
+        golds = [clean_gold(g, r) if r and g else g for g, r in zip(golds, rules)]
         jobs, slots, answers = [], [], {}
         for i, found in enumerate(extractions):
             if found.found and golds[i]:
@@ -164,7 +202,10 @@ class MathVerifier(Verifier):
                     jobs.append((golds[i], found.answer, "search"))
                 else:
                     answers[i] = normalize_prediction(found.answer)
-                    jobs.append((golds[i], answers[i], "latex" if found.method == "boxed" else reading_for(answers[i])))
+                    if rules[i]:
+                        answers[i] = clean_answer(answers[i], rules[i])
+                    reading = "latex" if found.method == "boxed" else reading_for(answers[i])
+                    jobs.append((golds[i], answers[i], reading, rules[i].worker_args() if rules[i] else None))
                 slots.append(i)
         verdicts: list[Verdict | None] = [None] * len(items)
         for i, result in zip(slots, self.pool.map(jobs) if jobs else []):
