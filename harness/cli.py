@@ -14,7 +14,7 @@ from typing import Any
 
 from . import config as cfg
 from . import overrides
-from .cliutil import Parser
+from .cliutil import Parser, check_device, progress_bars
 from .data import load_rows
 from .engine import EngineContext
 from .errors import DareError, InputError
@@ -60,21 +60,49 @@ def list_everything() -> str:
     lines = ["suites:"]
     for name in cfg.names("suites"):
         lines.append(f"  {name}: {', '.join(cfg.suite(name).benchmarks)}")
-    lines.append("benchmarks (each is also a suite): " + ", ".join(cfg.names("benchmarks")))
+    lines.append("benchmarks (each is also a suite; sample id format in brackets):")
+    for name in cfg.names("benchmarks"):
+        lines.append(f"  {name} [{_id_format(cfg.benchmark(name).data)}]")
     lines.append("engines: " + ", ".join(engines.names()))
-    lines.append("models: " + ", ".join(cfg.names("models")))
+    lines.append("models (aliases in brackets; default decoding per suite):")
+    for name in cfg.names("models"):
+        lines.extend(_model_lines(cfg.model(name)))
     lines.append("verifiers: " + ", ".join(verifiers.names()))
     lines.append("metrics: " + ", ".join(metrics.names()))
     lines.append("prompt templates: " + ", ".join(cfg.names("prompts")))
     return "\n".join(lines)
 
 
-def _progress_factory(enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
+_DECODING_SHOWN = ("gen_length", "steps", "block_length", "remasking", "threshold", "temperature")
 
-    return lambda desc, total: tqdm(total=total, desc=desc, unit="it", file=sys.stderr, dynamic_ncols=True)
+
+def _decoding_text(fields: dict[str, Any]) -> str:
+    return " ".join(f"{k}={fields[k]}" for k in _DECODING_SHOWN if k in fields) or "(engine defaults)"
+
+
+def _model_lines(spec: cfg.ModelSpec) -> list[str]:
+    """``name [aliases]`` then one line per suite: the decoding a run of that suite uses, then the
+    benchmarks whose own entry applies when one is run alone (``--suite math500``)."""
+    aliases = f" [{', '.join(spec.aliases)}]" if spec.aliases else ""
+    out = [f"  {spec.name}{aliases}"]
+    for suite in cfg.names("suites"):
+        line = f"    {suite}: {_decoding_text(spec.decoding_for(suite))}"
+        alone = [f"{b}: {_decoding_text(spec.decoding_for(suite, b))}" for b in cfg.suite(suite).benchmarks if b in spec.decoding]
+        out.append(line + (f" (alone: {'; '.join(alone)})" if alone else ""))
+    return out
+
+
+def _id_format(data_file: str) -> str:
+    """The first sample id of a data file, as an example of its id format (read without loading the file)."""
+    import json
+
+    from .data import DATA_DIR
+
+    try:
+        with open(DATA_DIR / data_file, encoding="utf-8") as f:
+            return "e.g. " + str(json.loads(f.readline())["id"])
+    except (OSError, ValueError, KeyError):
+        return "unreadable"
 
 
 def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
@@ -83,6 +111,7 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
     if args.limit is not None and args.limit < 1:
         raise InputError(f"--limit must be at least 1, got {args.limit}")
     suite = cfg.suite(args.suite)
+    check_device(args.device)
     if args.model_path and not Path(args.model_path).expanduser().is_dir():
         resolve(args.model, args.model_path)  # a bad path is reported before any engine is imported
     engine_cls = engines.get(args.backend)
@@ -120,7 +149,7 @@ def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
         suite=suite, decoding=decoding, engine=engine, model_name=model.name, out_dir=out,
         cache_dir=Path(args.cache_dir) if args.cache_dir else out / ".cache", limit=args.limit,
         verifier_options=verifier_options, flags=flags, command=[PROG, *argv],
-        progress=_progress_factory(not args.no_progress),
+        progress=progress_bars(not args.no_progress),
     )
 
 

@@ -50,6 +50,7 @@ class ModelSpec(Spec):
     """A supported checkpoint: where it comes from, how to load it and its authors' decoding settings."""
 
     name: str
+    aliases: list[str] = Field(default_factory=list, description="short names that resolve to this config (sdar-8b)")
     architecture: str
     hub_id: str | None = None
     family: str | None = None
@@ -132,14 +133,31 @@ def benchmark(name: str) -> BenchmarkSpec:
     return _load("benchmarks", name, BenchmarkSpec, "benchmark")
 
 
+def model_aliases() -> dict[str, str]:
+    """Short name -> model config name, from each model file's ``aliases`` (read only for unknown names)."""
+    out: dict[str, str] = {}
+    for name, path in catalog("models").items():
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue  # that file's own problem is reported when it is loaded by name
+        for alias in data.get("aliases") or [] if isinstance(data, dict) else []:
+            out.setdefault(str(alias), name)
+    return out
+
+
+def model_name(name: str) -> str:
+    """The config name of a model given by its name or one of its aliases (unknown names unchanged)."""
+    return name if name in catalog("models") else model_aliases().get(name, name)
+
+
 @functools.cache
 def model(name: str) -> ModelSpec:
-    return _load("models", name, ModelSpec, "model")
+    return _load("models", model_name(name), ModelSpec, "model")
 
 
 def model_config_path(name: str) -> Path:
-    model(name)
-    return catalog("models")[name]
+    return catalog("models")[model(name).name]
 
 
 @functools.cache

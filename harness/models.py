@@ -32,19 +32,21 @@ def resolve(name: str | None, path: str | None, needs_checkpoint: bool = True) -
         if not ckpt.is_dir():
             raise InputError(f"--model-path {path} is not a directory; point it at a checkpoint folder with config.json")
         spec = cfg.model(name) if name else None
-        return ResolvedModel(name or ckpt.resolve().name, spec, ckpt)
+        return ResolvedModel(spec.name if spec else ckpt.resolve().name, spec, ckpt)
     if name is None:
         raise InputError("no model given; pass --model NAME (see dare-eval --list) or --model-path DIR")
     if not needs_checkpoint:
         # Engines that read outputs produced elsewhere (replay) use the name as a label.
-        return ResolvedModel(name, cfg.model(name) if name in cfg.names("models") else None, None)
-    spec = cfg.model(name)
+        known = cfg.model_name(name) in cfg.names("models")
+        return ResolvedModel(cfg.model(name).name if known else name, cfg.model(name) if known else None, None)
+    spec = cfg.model(name)  # a short alias (sdar-8b) resolves to its config (sdar-8b-chat)
     for candidate in _candidates(spec):
         if candidate is not None and (candidate / "config.json").is_file():
-            return ResolvedModel(name, spec, candidate)
-    target = f"$DARE_MODEL_DIR/{name}" if os.environ.get("DARE_MODEL_DIR") else f"~/models/{name}"
-    download = f"huggingface-cli download {spec.hub_id} --local-dir {target}" if spec.hub_id else "obtain the checkpoint"
-    raise ModelError(f"no checkpoint found for model {name!r}; {download}, then pass --model-path {target} (or set DARE_MODEL_DIR)")
+            return ResolvedModel(spec.name, spec, candidate)
+    target = f"$DARE_MODEL_DIR/{spec.name}" if os.environ.get("DARE_MODEL_DIR") else f"~/models/{spec.name}"
+    # `hf` is the CLI that huggingface_hub installs now (huggingface-cli is deprecated)
+    download = f"download with `hf download {spec.hub_id} --local-dir {target}`" if spec.hub_id else "obtain the checkpoint"
+    raise ModelError(f"weights not found for model {spec.name!r}; {download}, then pass --model-path {target} (or set DARE_MODEL_DIR)")
 
 
 def _candidates(spec: cfg.ModelSpec) -> list[Path | None]:

@@ -46,7 +46,9 @@ def check_writable(out: Path) -> None:
     probe = out
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    if probe.exists() and (not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK)):
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"output directory {out} cannot be created: {probe} is a file; pass a directory as --out")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise InputError(f"output directory {out} is not writable; pass a writable --out")
 
 

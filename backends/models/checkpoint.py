@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from dare.harness.errors import ModelError
@@ -48,9 +48,18 @@ def weight_files(path: Path) -> dict[str, Path]:
         raise ModelError(f"no *.safetensors weights in {path}; point --model-path at a checkpoint directory")
     found: dict[str, Path] = {}
     for shard in shards:
-        with safe_open(str(shard), framework="pt") as f:
+        with open_shard(shard) as f:
             found.update({k: shard for k in f.keys()})
     return found
+
+
+def open_shard(shard: Path) -> Any:
+    """``safe_open`` with a truncated or corrupt file reported as a one-line ModelError, not a traceback."""
+    try:
+        return safe_open(str(shard), framework="pt")
+    except (SafetensorError, OSError) as exc:
+        raise ModelError(f"{shard} is not a readable safetensors file ({exc}); it is truncated or corrupt, "
+                         "download it again") from exc
 
 
 def load_state(model: torch.nn.Module, arch: Architecture, path: Path, dtype: torch.dtype,
@@ -69,7 +78,7 @@ def load_state(model: torch.nn.Module, arch: Architecture, path: Path, dtype: to
         for internal, names in wanted.items():
             tensors = []
             for name in names:
-                f = handles.get(files[name]) or handles.setdefault(files[name], safe_open(str(files[name]), "pt"))
+                f = handles.get(files[name]) or handles.setdefault(files[name], open_shard(files[name]))
                 tensors.append(f.get_tensor(name))
             tensor = torch.stack(tensors) if len(names) > 1 or _is_stacked(internal) else tensors[0]
             keep_fp32 = internal.endswith("expert_bias")  # selection bias: tiny gaps decide routing
