@@ -78,8 +78,8 @@ def check_same_run(run_dir: Path, fingerprint: str, config: dict[str, Any]) -> N
     if file.is_file():
         saved = json.loads(file.read_text())
         if saved.get("fingerprint") != fingerprint and _fingerprint_now(saved.get("config")) != fingerprint:
-            raise ConfigError(f"{run_dir} holds a run with different settings; pass another --run-name "
-                              "(or remove the directory) to start a new run")
+            raise ConfigError(f"{run_dir} holds a run with different settings ({_differences(saved.get('config'), config)}); "
+                              "pass another --run-name (or remove the directory) to start a new run")
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     file.write_text(json.dumps({"fingerprint": fingerprint, "config": config}, indent=2, sort_keys=True))
@@ -97,6 +97,34 @@ def exclusive(run_dir: Path) -> Iterator[None]:
             raise ConfigError(f"{run_dir} is being trained by another process; wait for it to finish, or pass "
                               "another --run-name / --out") from None
         yield
+
+
+def _differences(saved: dict[str, Any] | None, now: dict[str, Any]) -> str:
+    """``"lr: 1e-05 there, 0.5 now; algo.beta: default there, 0.1 now"`` for the fingerprinted settings."""
+    from .config import TrainConfig
+
+    try:
+        old = TrainConfig.model_validate(saved or {}).fingerprint_data()
+    except ValueError:
+        return "saved settings this version no longer reads"
+    new = TrainConfig.model_validate(now).fingerprint_data()
+
+    prefix = {"algorithm_settings": "algo", "rollout_decoding": "rollout"}  # as --set spells them
+
+    def flat(data: dict[str, Any]) -> dict[str, Any]:
+        return {f"{prefix.get(k, k)}.{sub}" if isinstance(v, dict) else k: sv for k, v in data.items()
+                for sub, sv in (v.items() if isinstance(v, dict) else [(None, v)])}
+
+    def shown(values: dict[str, Any], key: str) -> str:
+        if key in values:
+            return repr(values[key])
+        field = TrainConfig.model_fields.get(key)
+        return f"{field.default!r} (default)" if field is not None and "." not in key else "unset"
+
+    old, new = flat(old), flat(new)
+    parts = [f"{key} {shown(old, key)} there, {shown(new, key)} now"
+             for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)]
+    return "; ".join(parts) or "same settings, other hashing"
 
 
 def _fingerprint_now(saved: dict[str, Any] | None) -> str | None:

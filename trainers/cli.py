@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 
-from dare.harness.cliutil import Parser, parse_assignment
+from dare.harness.cliutil import Parser, check_device, parse_assignment, progress_bars
 from dare.harness.errors import ConfigError, DareError
-from dare.harness.registry import Registry, algorithms, estimators
-from dare.harness.rundir import slug
+from dare.harness.registry import Registry, algorithms, did_you_mean, estimators
+from dare.harness.rundir import check_writable, slug
 
 PROG = "dare-train"
 # --engine names that replace the local trainer (the rest are rollout engines of the local trainer)
@@ -54,6 +54,7 @@ def build_parser() -> Parser:
     p.add_argument("--only", metavar="RUN[,RUN]", help="with --compare: train only these runs")
     p.add_argument("--jobs", type=int, default=1, help="with --compare: runs trained at once, in separate processes")
     p.add_argument("--list", action="store_true", help="list algorithms, presets and estimators, then exit")
+    p.add_argument("--no-progress", action="store_true", help="no per-step lines or evaluation bars on stderr")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -109,6 +110,13 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
             problems.append(f"unknown section {head!r} in {key!r} (use algo., decoding. or rollout.)")
         else:
             flags[head] = value
+    from .config import TrainConfig
+
+    for key in flags:
+        if key not in TrainConfig.model_fields:
+            fields = sorted(TrainConfig.model_fields)
+            problems.append(f"unknown setting {key!r}{did_you_mean(key, fields)} (trainer fields: {', '.join(fields)}; "
+                            "or algo.X, decoding.X, rollout.X)")
     if problems:
         raise ConfigError(problems, source="--set")
     return flags
@@ -117,7 +125,9 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
     from .checkpoint import exclusive
     from .config import dare_preset, load_experiment
-    from .evaluate import evaluate_checkpoint, write_eval_marker
+    from dare.harness.cli import summary
+
+    from .evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
     from .trainer import LocalTrainer
 
     flags = parse_sets(args.overrides)
@@ -130,10 +140,14 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
                   if v is not None})
     if args.no_eval:
         flags["evaluate"] = False
-    if not args.config and not args.algo:
-        raise ConfigError("no algorithm given; pass --algo NAME (see dare-train --list)")
-    if not args.config and not args.suite:
-        raise ConfigError("no suite given; pass --suite NAME (a benchmark with a train split, e.g. sudoku)")
+    if not args.config:
+        missing = [f for f, v in (("--algo NAME", args.algo), ("--suite NAME", args.suite),
+                                  ("--model NAME or --model-path DIR", args.model or args.model_path)) if not v]
+        if missing:
+            raise ConfigError(f"missing {', '.join(missing)} (see dare-train --list); e.g. dare-train --algo "
+                              f"{args.algo or 'd1'} --model tiny-llada --suite sudoku --steps 2 --eval-limit 8")
+    check_device(args.device)
+    check_writable(Path(args.out))
     config = load_experiment(args.config, flags)
     if args.dare_compat:
         config = config.model_copy(update={"algorithm": dare_preset(config.algorithm)})
@@ -146,11 +160,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
             trainer = LocalTrainer(config, run_dir)
         final = trainer.train()
         if config.evaluate and final is not None:
-            eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv])
+            eval_dir = evaluate_checkpoint(trainer, final, run_dir / "eval", config.eval_limit, [PROG, *argv],
+                                           progress=progress_bars(not args.no_progress))
             write_eval_marker(run_dir, eval_dir)
     rows = trainer.metrics.rows()
     if rows:
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "time"}, sort_keys=True))
+    eval_dir = read_eval_marker(run_dir) if config.evaluate else None
+    if eval_dir is not None and (eval_dir / "run.json").is_file():
+        print(summary(eval_dir))  # the evaluation's metrics, as dare-eval prints them
     return run_dir
 
 
@@ -159,6 +177,7 @@ def compare(args: argparse.Namespace, argv: list[str]) -> Path:
 
     comparison, file = load_comparison(args.compare)
     out = Path(args.out)
+    check_writable(out)
     only = [n for n in (args.only or "").split(",") if n]
     summary = ComparisonRunner(comparison, out, [PROG, *argv]).run(only, max(1, args.jobs), str(file))
     print((out / "comparison.md").read_text().rstrip())
@@ -166,11 +185,26 @@ def compare(args: argparse.Namespace, argv: list[str]) -> Path:
     return out
 
 
+def _show_progress(enabled: bool) -> None:
+    """Print the trainer's per-step lines (logger dare.train.progress) on stderr; one handler per process."""
+    progress = logging.getLogger("dare.train.progress")
+    for handler in [h for h in progress.handlers if getattr(h, "dare_progress", False)]:
+        progress.removeHandler(handler)
+    if enabled:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+        handler.dare_progress = True  # type: ignore[attr-defined]
+        progress.addHandler(handler)
+    progress.setLevel(logging.INFO if enabled else logging.WARNING)
+    progress.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format=f"{PROG}: %(levelname)s: %(message)s")
+    _show_progress(not args.no_progress)
     try:
         if args.list:
             print(list_everything())

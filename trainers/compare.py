@@ -17,12 +17,15 @@ The run records under DIR feed the leaderboard: ``dare-leaderboard build --runs 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -218,16 +221,51 @@ class ComparisonRunner:
         def one(name: str) -> int:
             argv = [sys.executable, "-m", "dare.trainers.cli", "--compare", config_path, "--out", str(self.out),
                     "--only", name]
-            log_file = self.out / "runs" / f"{name}.log"
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            with log_file.open("a") as fh:
-                return subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+            return run_child(argv, env, self.out / "runs" / f"{name}.log")
 
         with ThreadPoolExecutor(jobs) as pool:
             codes = dict(zip(names, pool.map(one, names)))
         failed = [n for n, c in codes.items() if c != 0]
         if failed:
-            raise DareError(f"runs {failed} failed; see {self.out / 'runs'}/NAME.log, then rerun to resume them")
+            # each child's own one-line error (a held lock, a bad setting) is what the user needs to read
+            errors = "; ".join(f"{n}: {last_error(self.out / 'runs' / f'{n}.log') or f'exit {codes[n]}'}" for n in failed)
+            raise DareError(f"runs {failed} failed ({errors}); see {self.out / 'runs'}/NAME.log, then rerun to resume them")
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent dies (PR_SET_PDEATHSIG), so a
+    killed ``--compare`` (even kill -9) leaves no training running; None where prctl is unavailable.
+    Resolved before forking: the forked child only makes the one libc call. Linux sends the signal when
+    the forking *thread* ends; each pool thread waits for its child, so that is the parent's death."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(1, signal.SIGTERM, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the call: nothing would signal us
+            os._exit(1)
+
+    return arm
+
+
+def run_child(argv: list[str], env: dict[str, str], log_file: Path) -> int:
+    """Run ``argv`` with its output appended to ``log_file``; it dies with this process. Returns its exit code."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("a") as fh:
+        return subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent()).returncode
+
+
+def last_error(log_file: Path) -> str | None:
+    """The last ``dare-train: error:`` line of a child's log, without the prefix."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    found = [line.split("error:", 1)[1].strip() for line in lines if line.startswith("dare-train: error:")]
+    return found[-1] if found else None
 
 
 def _add_eval_cpu(run_dir: Path, seconds: float) -> None:

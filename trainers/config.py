@@ -85,10 +85,13 @@ class TrainConfig(BaseModel):
         """Hash of the settings that define the run's trajectory (not steps, evaluation or device). Fields at
         their defaults are left out, so a field added later (default: the old behaviour) keeps old runs
         resumable."""
-        data = self.model_dump(mode="json", exclude_defaults=True,
+        return hashlib.sha256(json.dumps(self.fingerprint_data(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def fingerprint_data(self) -> dict[str, Any]:
+        """The settings the fingerprint hashes (those off their defaults), for naming what differs."""
+        return self.model_dump(mode="json", exclude_defaults=True,
                                exclude={"steps", "evaluate", "eval_limit", "device", "save_every", "keep_checkpoints",
                                         "model_label"})
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def preset_names() -> list[str]:

@@ -42,7 +42,8 @@ def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def evaluate_model(name: str, spec, path: Path, config, decoding, out_dir: Path, limit: int | None,
-                   command: list[str], training: dict[str, Any] | None = None, device: str | None = None) -> Path:
+                   command: list[str], training: dict[str, Any] | None = None, device: str | None = None,
+                   progress=None) -> Path:
     """Evaluate the checkpoint at ``path`` (records name it ``name``) on ``config.suite`` with ``decoding``
     through ``config.engine``; ``training`` links the record to the run that produced it. Returns the run dir."""
     ctx = EngineContext(model_name=name, model_spec=spec, model_path=path, device=device or config.device or "cpu",
@@ -52,14 +53,14 @@ def evaluate_model(name: str, spec, path: Path, config, decoding, out_dir: Path,
         engine = TrainedModelEngine(engine, training)
     plan = EvalPlan(suite=hcfg.suite(config.suite), decoding=decoding, engine=engine, model_name=name,
                     out_dir=out_dir, cache_dir=out_dir / ".cache", limit=limit,
-                    flags=[f"limit={limit}"] if limit else [], command=command)
+                    flags=[f"limit={limit}"] if limit else [], command=command, progress=progress)
     run_dir = run_eval(plan)
     log.info("evaluation of %s written to %s", path, run_dir)
     return run_dir
 
 
 def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | None, command: list[str],
-                        decoding=None) -> Path:
+                        decoding=None, progress=None) -> Path:
     """Evaluate ``checkpoint`` on the training suite with the evaluation DecodingConfig (the training run's, or
     ``decoding``); returns the run dir."""
     cfg = trainer.config
@@ -72,7 +73,7 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
     }
     name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
     return evaluate_model(name, trainer.spec, checkpoint, cfg, decoding or trainer.decoding, out_dir, limit, command,
-                          training, device=str(trainer.policy.device))
+                          training, device=str(trainer.policy.device), progress=progress)
 
 
 def write_eval_marker(directory: Path, eval_dir: Path) -> None:

@@ -35,6 +35,7 @@ from .policy import ModelPolicy, training_kernel
 from .preference import preference_batch, preference_items
 from .rollout import Verifiers, rollout_batch, score, supervised_batch
 from .scoring import CompletionScorer
+from .progress import StepProgress
 
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -288,11 +289,13 @@ class LocalTrainer:
     def train(self) -> Path | None:
         """Run from the resume point to ``config.steps``; returns the final checkpoint."""
         cfg, final = self.config, ckpt.latest(self.run_dir)
+        progress = StepProgress(self.start_step, cfg.steps)
         try:
             for step in range(self.start_step, cfg.steps):
                 row = self.step(step)
                 # the line goes first: a kill before the checkpoint drops it again on resume (no duplicates)
                 self.metrics.append(row)
+                progress.step(step + 1, row)
                 log.info("step %d: %s", step + 1, {k: v for k, v in row.items() if k != "time"})
                 if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
                     began = time.perf_counter()

@@ -119,8 +119,33 @@ def test_killed_run_resumes_with_the_same_batches_and_no_duplicate_steps(tiny, t
 def test_resume_refuses_other_settings(tiny, tmp_path, capsys):
     common = ["--algo", "sft", "--model-path", str(tiny["llada"]), "--suite", "sudoku", "--out", str(tmp_path), *FAST]
     assert main([*common, "--steps", "1"]) == 0
-    assert main([*common, "--set", "lr=0.5"]) == 2
-    assert "different settings" in capsys.readouterr().err
+    capsys.readouterr()
+    assert main([*common, "--set", "lr=0.5", "--set", "algo.normalise=masked_tokens"]) == 2
+    err = capsys.readouterr().err
+    assert "different settings (algo.normalise unset there, 'masked_tokens' now; lr 0.01 there, 0.5 now)" in err, err
+
+
+def test_one_progress_line_per_step_then_the_evaluation_table(tiny, tmp_path, capsys):
+    args = ["--algo", "sft", "--model-path", str(tiny["llada"]), "--suite", "sudoku", "--out", str(tmp_path),
+            *[a for a in FAST if a != "--no-eval"], "--eval-limit", "2"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    steps = [line for line in captured.err.splitlines() if line.startswith("dare-train: step ")]
+    assert [line.split()[2] for line in steps] == ["1/2", "2/2"], captured.err
+    assert all(" loss " in line and " s/step" in line and " ETA " in line for line in steps)
+    assert steps[-1].endswith("ETA 0s")
+    table = [line.split() for line in captured.out.splitlines() if line.strip().startswith("sudoku ")]
+    assert [row[1] for row in table] == ["accuracy", "partial_credit"] and all(row[-1] == "n=2" for row in table)
+
+
+def test_progress_durations_and_eta():
+    from dare.trainers.progress import StepProgress, duration
+
+    assert [duration(s) for s in (8.4, 75.2, 3725)] == ["8s", "1m15s", "1h02m"]
+    progress = StepProgress(start=2, total=10)
+    progress.began -= 30.0  # two steps of this process took 30 s: 15 s/step, 6 steps left
+    line = progress.line(4, {"reward": 0.5, "loss": 0.25})
+    assert line == "step 4/10  reward 0.5  loss 0.25  15.0 s/step  ETA 1m30s", line
 
 
 def test_auto_evaluation_links_the_run_record_to_training(tiny, tmp_path, digits_suite):

@@ -12,7 +12,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from dare.harness.errors import ConfigError
+from dare.harness.errors import ConfigError, PrerequisiteError
 
 log = logging.getLogger(__name__)
 _ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -33,6 +33,13 @@ class Placement:
 
 def ensure_ray(placement: Placement):
     """Attach to a running cluster (``RAY_ADDRESS`` / multi-node) or start a local one sized for the pool."""
+    for module in ("ray", "verl"):  # both before Ray starts: a missing verl would otherwise surface later
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise PrerequisiteError(f"--engine verl needs {module} (the rl extra, in its own venv): python3 -m venv "
+                                    ".venv-rl && .venv-rl/bin/pip install -c constraints-cpu.txt -e \".[dev,rl]\", "
+                                    "then run .venv-rl/bin/dare-train") from exc
     import ray
 
     if ray.is_initialized():

@@ -1,0 +1,50 @@
+"""`dare-train --compare --jobs N` children: they die with a killed parent, and their errors reach it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from dare.trainers.compare import last_error
+
+CHILD = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
+PARENT = ("import sys; from pathlib import Path; from dare.trainers.compare import run_child; "
+          "run_child([sys.executable, '-c', sys.argv[2]], {}, Path(sys.argv[1]))")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_killed_parent_takes_its_children_along(tmp_path):
+    log = tmp_path / "child.log"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(log), CHILD])
+    deadline = time.monotonic() + 60
+    while not (log.is_file() and log.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(log.read_text().split()[0])
+    try:
+        os.kill(parent.pid, signal.SIGKILL)  # kill -9: no handler of the parent runs
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the child outlived its killed parent"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_the_childs_own_error_line_is_read_back(tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("dare-train: step 1/2  loss 0.1\ndare-train: error: runs/a is being trained by another process; "
+                   "wait for it to finish\n")
+    assert last_error(log) == "runs/a is being trained by another process; wait for it to finish"
+    assert last_error(tmp_path / "absent.log") is None
