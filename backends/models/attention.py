@@ -15,8 +15,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from dare.harness.errors import ConfigError, PrerequisiteError
-from dare.harness.registry import Registry
+from dare.harness.errors import ConfigError, PrerequisiteError, RegistryError
+from dare.harness.registry import Registry, did_you_mean
 
 Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 kernels: Registry[Kernel] = Registry("attention kernel")
@@ -79,7 +79,9 @@ def resolve(name: str, device: torch.device | str) -> str:
     on_gpu = torch.device(device).type == "cuda"
     if name == "auto":
         return "flash" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
-    kernels.get(name)  # unknown names fail with suggestions
+    if name not in kernels:  # `auto` is a choice too, so the suggestions and the list name it
+        choices = ["auto", *kernels.names()]
+        raise RegistryError(f"unknown attention kernel {name!r}{did_you_mean(name, choices)} (available: {', '.join(choices)})")
     if name == "flash" and not importlib.util.find_spec("flash_attn"):
         raise PrerequisiteError("attention=flash needs flash-attn: pip install flash-attn --no-build-isolation (CUDA only)")
     if name in ("flash", "flex") and not on_gpu:

@@ -25,13 +25,13 @@ def block_causal(n: int, block: int, pad: int) -> torch.Tensor:
     return torch.stack([mask, padded])[:, None]
 
 
-@pytest.mark.parametrize("with_mask", [False, True])
-def test_flex_attention_equals_sdpa_on_cpu(with_mask):
-    q, k, v = _qkv()
-    mask = block_causal(24, 8, 3) if with_mask else None
-    want = kernels.get("sdpa")(q, k, v, mask)
-    got = kernels.get("flex")(q, k, v, mask)
-    assert torch.allclose(got, want, atol=1e-5)
+def test_flex_is_refused_on_cpu_and_auto_never_picks_it():
+    """FlexAttention on CPU is not a path the project runs: its CPU results depend on the CPU's vector unit
+    (on AVX2-only EPYCs they differ from SDPA by up to 1.6, once NaN), so it is refused there and its
+    equality with SDPA is checked on CUDA (tests/gpu/test_attention_cuda.py)."""
+    with pytest.raises(ConfigError, match="attention=flex runs on a CUDA device only; use attention=sdpa"):
+        resolve("flex", "cpu")
+    assert resolve("auto", "cpu") == "sdpa"
 
 
 def test_flash_kernel_falls_back_to_sdpa_where_it_cannot_run():
@@ -47,5 +47,5 @@ def test_choice_at_run_time():
         resolve("flex", "cpu")
     with pytest.raises((ConfigError, PrerequisiteError)):
         resolve("flash", "cpu")
-    with pytest.raises(RegistryError, match="did you mean"):
+    with pytest.raises(RegistryError, match=r"did you mean 'sdpa'.*\(available: auto, flash, flex, sdpa\)"):
         resolve("sdp", "cpu")
