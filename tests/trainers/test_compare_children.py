@@ -48,3 +48,19 @@ def test_the_childs_own_error_line_is_read_back(tmp_path):
                    "wait for it to finish\n")
     assert last_error(log) == "runs/a is being trained by another process; wait for it to finish"
     assert last_error(tmp_path / "absent.log") is None
+
+
+def test_a_failed_childs_error_reaches_the_parents_message(tmp_path):
+    """Two real `dare-train --compare` children that fail at once: the parent's one-line error quotes them."""
+    import pytest
+
+    from dare.harness.errors import DareError
+    from dare.trainers.compare import ComparisonRunner
+
+    runner = object.__new__(ComparisonRunner)  # only _parallel runs: no start model is trained
+    runner.out = tmp_path / "out"
+    with pytest.raises(DareError) as err:
+        runner._parallel(["a", "b"], 2, str(tmp_path / "no-such-comparison.yaml"))
+    text = str(err.value)
+    assert text.startswith("runs ['a', 'b'] failed (a: no comparison config") and "; b: no comparison config" in text, text
+    assert "\n" not in text
