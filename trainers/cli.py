@@ -151,7 +151,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     config = load_experiment(args.config, flags)
     if args.dare_compat:
         config = config.model_copy(update={"algorithm": dare_preset(config.algorithm)})
-    label = config.model or Path(config.model_path or "model").name
+    from dare.harness.config import model_name
+
+    label = model_name(config.model) if config.model else Path(config.model_path or "model").name  # alias: one dir
     run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
     with exclusive(run_dir):
         if build_trainer is not None:
