@@ -153,7 +153,11 @@ def model_name(name: str) -> str:
 
 @functools.cache
 def model(name: str) -> ModelSpec:
-    return _load("models", model_name(name), ModelSpec, "model")
+    canonical = model_name(name)
+    if canonical not in catalog("models"):  # suggestions include the aliases people type
+        known = sorted(set(names("models")) | set(model_aliases()))
+        raise RegistryError(f"unknown model {name!r}{did_you_mean(name, known)} (available: {', '.join(names('models'))})")
+    return _load("models", canonical, ModelSpec, "model")
 
 
 def model_config_path(name: str) -> Path:

@@ -141,6 +141,8 @@ def test_short_aliases_resolve_to_one_config_each():
     assert len(every) == len(set(every)), "an alias names two configs"
     assert not set(every) & set(hcfg.names("models")), "an alias shadows a config name"
     assert set(ALIASES) <= set(aliases)
+    with pytest.raises(hcfg.RegistryError, match="did you mean 'sdar-8b'"):
+        hcfg.model("sdar8b")
 
 
 def test_version_and_list_show_decoding_and_id_formats():
@@ -174,7 +176,6 @@ def train_cases(tmp_path):
         "algo alone": (["--algo", "mdpo"], "missing --suite NAME, --model NAME or --model-path DIR"),
         "cuda without cuda": ([*base, "--device", "cuda"], "no CUDA device is available"),
         "verl without ray": ([*base, "--engine", "verl"], "--engine verl needs ray (the rl extra"),
-        "version": (["--version"], None),
     }
 
 
