@@ -126,6 +126,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     from .checkpoint import exclusive
     from .config import dare_preset, load_experiment
     from dare.harness.cli import summary
+    from dare.harness.config import model_name
 
     from .evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
     from .trainer import LocalTrainer
@@ -151,8 +152,6 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     config = load_experiment(args.config, flags)
     if args.dare_compat:
         config = config.model_copy(update={"algorithm": dare_preset(config.algorithm)})
-    from dare.harness.config import model_name
-
     label = model_name(config.model) if config.model else Path(config.model_path or "model").name  # alias: one dir
     run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
     with exclusive(run_dir):
