@@ -50,9 +50,12 @@ def test_stratified_elbo_is_unbiased_with_lower_variance_than_iid_levels(name, b
 
 def test_bound_surrogates_bound_the_sequence_objective_from_below():
     delta = torch.linspace(-3, 3, 61, dtype=torch.float64)
-    assert (1 + delta <= torch.exp(delta)).all()  # A > 0: A (1 + d) <= A exp(d)
+    linear = bound_ratio(delta, torch.ones_like(delta, dtype=torch.bool))
+    assert torch.allclose(linear, 1 + delta) and (linear <= torch.exp(delta)).all()  # A > 0: A r <= A exp(d)
     d = torch.randn(1000, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    assert (torch.exp(d).mean(1) >= torch.exp(d.mean(1))).all()  # A < 0: A mean exp(d_j) <= A exp(mean d_j)
+    exp = bound_ratio(d, torch.zeros_like(d, dtype=torch.bool))
+    assert torch.allclose(exp, torch.exp(d))
+    assert (exp.mean(1) >= torch.exp(d.mean(1))).all()  # A < 0: A mean exp(d_j) <= A exp(mean d_j)
 
 
 @pytest.mark.parametrize("adv", [1.5, -0.7])

@@ -90,6 +90,31 @@ def test_states_and_confidences_rebuilt_from_the_step_map_are_the_decoders(greed
         assert torch.equal(preds[row, -1], batch.completion_ids[row])  # the last prediction is the response
 
 
+def test_tempered_predictions_draw_from_and_score_with_softmax_over_t(greedy_rollout):
+    """MDPO's diffusion_generate (autonomousvision/mdpo src/mdlm_generation_utils.py): logits / T, p =
+    softmax, x̂0 ~ Categorical(p), confidence p(x̂0); committed and visible tokens keep the rollout's."""
+    engine, batch = greedy_rollout
+    policy = ModelPolicy(engine.model)
+    preds, conf = step_predictions(policy, batch, chunk=5, temperature=0.5, seed=1)
+    again, _ = step_predictions(policy, batch, chunk=5, temperature=0.5, seed=1)
+    greedy, _ = step_predictions(policy, batch, chunk=5)
+    assert torch.equal(preds, again)  # the draws are seeded
+    layout = build_layout(batch)
+    drawn = 0
+    for row in range(batch.size):
+        for t in (0, 1):
+            hidden = step_states(batch.commit_step[row:row + 1], torch.tensor([[t]]))[0, 0]
+            x = layout.tokens[row:row + 1].clone()
+            x[:, layout.response] = x[:, layout.response].masked_fill(hidden, policy.mask_id)
+            logits = engine.model.net(x, layout.positions[row:row + 1], key_mask(layout.valid[row:row + 1]))
+            p = (logits[0, layout.response].float() / 0.5).softmax(-1)
+            picked = p.gather(-1, preds[row, t][:, None])[:, 0]
+            assert torch.allclose(conf[row, t][hidden], picked[hidden], rtol=1e-4)
+            assert torch.equal(preds[row, t][~hidden], batch.completion_ids[row][~hidden])
+            drawn += int((preds[row, t] != greedy[row, t]).sum())
+    assert drawn > 0  # sampling, not the argmax
+
+
 def _loss_batch(confidence, advantages, steps):
     """Three response slots, a context-free policy, chosen steps (B, K) on commit steps [0, 1, 2]."""
     policy = ContextFreePolicy(n=3, vocab=4)
