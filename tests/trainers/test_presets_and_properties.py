@@ -106,3 +106,20 @@ def test_block_elbo_keeps_the_block_structure():
     blk = positions[0] // 2
     assert torch.equal(noisy_to_clean, blk[None, :] < blk[:, None])
     assert not (allowed[6:, :6] & ~torch.eye(12, dtype=torch.bool)[6:, :6]).any()
+
+
+def test_each_built_in_name_is_written_once_and_the_policies_speak_the_protocol(tiny):
+    """Names live only in the decorators (trainers/plugin.py imports the modules); the trainable policy and
+    the toy policies satisfy the Policy protocol the estimators are typed against."""
+    from pathlib import Path
+
+    from dare.harness.registry import algorithms, estimators
+    from dare.trainers import Policy
+
+    plugin = (Path(__file__).parents[2] / "trainers" / "plugin.py").read_text()
+    for name in [*algorithms.names(), *estimators.names()]:
+        if "/" not in name:  # third-party names are the plugins' own
+            assert f'"{name}"' not in plugin, name
+    assert algorithms.get("d1").name == "d1" and estimators.get("coupled").name == "coupled"
+    assert isinstance(ModelPolicy(load_model(tiny["llada"])), Policy)
+    assert isinstance(JointPolicy(), Policy) and isinstance(ContextFreePolicy(), Policy)
