@@ -175,7 +175,8 @@ def test_paper_and_dare_versions_differ():
     # per-step mean: (1.105 * (-1) * 1 * 1.6 / 3 + 1.105 * 2 * 3 * 0.3 / 1) / 2 (λ, / m and the 1e-4s aside)
     # pooled: (1.105 * (-1.6) + 1.105 * 2 * 3 * 0.3) / 4
     r = math.exp(0.1)
-    assert losses[0] == pytest.approx((-r * 3 / 3.0001 * 1.6 / 3.0001 + 2 * r * 3 / 1.0001 * 0.3 / 1.0001) / 2, rel=1e-5)
+    per_step = (-r * 3 / 3.0001 * 1.6 / 3.0001 + 2 * r * 3 / 1.0001 * 0.3 / 1.0001) / 2
+    assert losses[0] == pytest.approx(per_step, rel=1e-5)
     assert losses[1] == pytest.approx((-r * 3 / 3.0001 * 1.6 + 2 * r * 3 / 1.0001 * 0.3) / 4, rel=1e-5)
 
 
