@@ -5,5 +5,5 @@ small (torch and pydantic only, both already loaded by anything that trains). Al
 
 from .estimators import composite, elbo, espo, masked, sandwich, step_prediction, stratified, trajectory  # noqa: F401
 from .algorithms import (bgpo, cj_grpo, coupled_grpo, d1, dipo, ebpo, just_grpo, mdpo, preference,  # noqa: F401
-                         sft, spg)
+                         sft, spg, trace_rl)
 from .algorithms import espo as _espo_algorithm  # noqa: F401

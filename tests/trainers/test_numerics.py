@@ -89,6 +89,7 @@ ALGORITHMS = {  # name: settings that make its loss read old (and reference) log
     "bgpo": {"estimator_args": {"samples": 2}},
     "ebpo": {"estimator": "mc_elbo", "estimator_args": {"samples": 2}, "beta": 0.1, "kl_estimator": "k3"},
     "just_grpo": {"estimator": "one_step"},
+    "trace_rl": {"estimator": "one_step"},
 }
 
 

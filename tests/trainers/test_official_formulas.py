@@ -258,3 +258,24 @@ def test_bgpo_loss_is_the_per_sample_bound_with_dual_clip_length_weighted():
     loss = torch.where(adv < 0, torch.minimum(loss, -adv * 3.0), loss)  # the dual clip: delta 1.5 -> 4.48 > 3
     expected = float((loss * lengths).sum() / (2 * lengths.sum()))
     assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_trace_rl_loss_is_dllm_rl_per_sample_sum_over_l1_with_k3_against_the_behaviour_policy():
+    """Gen-Verse/dLLM-RL train/rl_sdar.py forward_process (method TraceRL): per (response, round) sample,
+    ratio = exp(clamp(lp - old, -10, 10)), surrogate min(r A, clip(r, 1 +- 0.2) A) summed over the round's
+    tokens / L1, KL k3 of (lp - old) summed / L1 times beta 0.01, the samples averaged; reward/rl_reward.py
+    z_score_normalize: population std (0 for equal rewards)."""
+    policy = JointPolicy(n=4, vocab=3, prompt_len=1, block_size=2, seed=4)
+    batch = joint_batch(policy, [1.0, 0.0, 0.25, 1.0], [0, 0, 1, 1])
+    batch.commit_step = torch.tensor([[0, 1, 2, 3], [0, 2, 2, 3], [1, 3, 4, 5], [0, 1, 1, 2]])
+    rounds = torch.tensor([[0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]])  # as in the DiPO test
+    hand = torch.tensor([[cond(policy, y, i, []) for i in range(4)] for y in RESPONSES], dtype=torch.float64)
+    algo = build_algorithm("trace_rl", {"estimator": "one_step", "estimator_args": {"prompt_mask_prob": 0.0}})
+    assert not algo.requirements().reference  # the KL is against the behaviour policy
+    got = _run(algo, policy, batch, hand, ref_shift=5.0)  # a reference far away must not matter
+    adv = torch.tensor([1.0, -1.0, -1.0, 1.0], dtype=torch.float64)
+    d = OFFSETS  # lp - old
+    per_token = ppo(torch.exp(d), adv[:, None], 0.2, 0.2) + 0.01 * (torch.exp(-d) - 1 + d)
+    samples = [float(per_token[b][rounds[b] == k].sum()) / 4 for b in range(4) for k in range(2)
+               if (rounds[b] == k).any()]
+    assert got == pytest.approx(sum(samples) / len(samples), rel=1e-5)
