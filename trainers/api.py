@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,18 +43,48 @@ class Needs:
     pairs: bool = False
 
 
+@runtime_checkable
+class Policy(Protocol):
+    """What estimators read from a trainable model (:class:`~.policy.ModelPolicy`, the tests' toy policies).
+
+    block_size is None for bidirectional (masked-diffusion) models, else the block length K; shift_logits is
+    Dream's shift (position i read from hidden state i - 1).
+    """
+
+    attention: str
+    block_size: int | None
+    shift_logits: bool
+    mask_id: int
+    pad_id: int
+    eos_id: int
+
+    def token_logp(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
+                   index: torch.Tensor, targets: torch.Tensor,
+                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """input_ids/positions (B, L), mask (B, 1, L, L) | None, index/targets (B, N) -> log p (B, N), entropy (B, N)."""
+        ...
+
+
+CAPABILITIES = frozenset({"samples", "bounds", "trajectory"})
+"""What an estimator may declare: ``samples`` (n Monte-Carlo draws per sequence, the ``samples`` attribute,
+split per draw by BGPO, set by DPO/VRPO), ``bounds`` (lower and upper bounds of log p, SPG), ``trajectory``
+(replays the rollout's recorded step map, so the rollout must record it)."""
+
+
 class Estimator:
-    """Base class of likelihood estimators. Subclasses set ``name`` (by the decorator) and ``forwards``
-    (model forward passes per sequence) and implement :meth:`draw` and :meth:`estimate`."""
+    """Base class of likelihood estimators. Subclasses set ``name`` (by the decorator), ``forwards``
+    (model forward passes per sequence) and ``capabilities`` (a subset of :data:`CAPABILITIES`), and
+    implement :meth:`draw` and :meth:`estimate`."""
 
     name: ClassVar[str] = "base"
     forwards: ClassVar[int] = 1
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """Random draws for ``batch`` (tensors with batch dim first, on CPU); empty for exact estimators."""
         return {}
 
-    def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
+    def estimate(self, policy: Policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
         """Per-token estimates (B, T) under ``policy`` with the draws ``noise``."""
         raise NotImplementedError
 
@@ -94,10 +124,10 @@ class Algorithm:
 
     def requirements(self) -> Needs:
         """The needs of this configured instance: a KL coefficient > 0 adds the reference model, an estimator
-        that replays step maps (``needs_trajectory``) adds the trajectory."""
+        that replays step maps (capability ``trajectory``) adds the trajectory."""
         beta = getattr(self.config, "beta", 0.0) or 0.0
         named = self.config.estimator
-        replays = named != "auto" and getattr(estimators.get(named), "needs_trajectory", False)
+        replays = named != "auto" and "trajectory" in estimators.get(named).capabilities
         return Needs(**{**vars(self.needs), "reference": self.needs.reference or beta > 0,
                         "trajectory": self.needs.trajectory or bool(replays)})
 
@@ -135,7 +165,7 @@ class Algorithm:
         """Refuse final rollout settings (the user's overrides applied) that this algorithm's likelihood
         cannot score, with a ConfigError naming the fix. Default: accept all."""
 
-    def prepare(self, policy, batch: RolloutBatch, scorer) -> None:
+    def prepare(self, policy: Policy, batch: RolloutBatch, scorer) -> None:
         """Work after the rewards and before the estimator's draws that needs the policy or the verifiers;
         ``scorer(rows (N,), completions (N, T)) -> rewards (N,)`` grades any completions of batch rows with
         the step's verifiers (MDPO's rewards of intermediate predictions). Default: nothing."""
@@ -144,7 +174,7 @@ class Algorithm:
         """Per-sequence advantages (B,), or None for supervised objectives."""
         return None
 
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
+    def loss(self, policy: Policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
         raise NotImplementedError
 
     def loss_terms(self, policy, batch: RolloutBatch, inner_step: int) -> Iterator[LossOutput]:
@@ -196,6 +226,10 @@ def estimator(name: str, *, aliases: tuple[str, ...] = ()):
     def register(cls: type[Estimator]) -> type[Estimator]:
         if not (isinstance(cls, type) and issubclass(cls, Estimator)):
             raise RegistryError(f"estimator {name!r} must be a subclass of dare.trainers.Estimator, got {cls!r}")
+        unknown = set(cls.capabilities) - CAPABILITIES
+        if unknown:
+            raise RegistryError(f"estimator {name!r} declares unknown capabilities {sorted(unknown)}; "
+                                f"known: {sorted(CAPABILITIES)}")
         cls.name = name
         estimators.register(name, cls, aliases=aliases)
         return cls

@@ -51,38 +51,73 @@ def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float =
     return loo.to(rewards.dtype)
 
 
+def population_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """(r - mean_g) / std_g with the population (n) std and no eps; 0 where std_g = 0 (DiRL's
+    ``z_score_normalize``, OpenMOSS/DiRL train/rollout_dapo_server.py). ``eps`` is unused."""
+    count, mean, std = _group_stats(rewards, group_ids)
+    pop = std * ((count - 1).clamp(min=0) / count).sqrt()  # unbiased -> population std
+    r = rewards.double()
+    return torch.where(pop > 0, (r - mean) / pop.clamp(min=1e-300), torch.zeros_like(r)).to(rewards.dtype)
+
+
 ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
     "grpo": grpo_advantages,
     "mean_baseline": mean_baseline_advantages,
     "rloo": rloo_advantages,
+    "population": population_advantages,
 }
+
+
+LOG_RATIO_BOUND = 20.0
+"""Log-ratios are clamped to [-20, 20] before ``exp`` (verl's bound): exp stays finite in float32, so
+0 * ratio and its gradient are never 0 * inf = NaN (a group of equal rewards has A = 0)."""
+
+
+def safe_exp(log_ratio: torch.Tensor) -> torch.Tensor:
+    """exp(clamp(log_ratio, -20, 20)): a ratio that cannot overflow (same shape)."""
+    return torch.exp(log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
+
+
+def clip_surrogate(ratio: torch.Tensor, adv: torch.Tensor, clip_low: float, clip_high: float,
+                   clip_c: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The PPO loss of any ratio, token (B, T) or sequence (B,) level; ``adv`` broadcasts against it.
+
+    l = max(-A r, -A clip(r, 1 - lo, 1 + hi)); with ``clip_c`` set, where A < 0: l = min(l, -A c) (dual
+    clip). Returns the loss and whether a clip bound was taken (bool), both shaped like ``ratio``.
+    """
+    adv = adv.to(ratio.dtype)
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
+    loss = torch.maximum(unclipped, clipped)
+    took = clipped > unclipped
+    if clip_c is not None:
+        capped = torch.minimum(loss, -adv * clip_c)
+        took = torch.where(adv < 0, took | (capped < loss), took)
+        loss = torch.where(adv < 0, capped, loss)
+    return loss, took
 
 
 def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, clip_low: float,
                         clip_high: float, clip_c: float | None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """PPO token loss with optional dual clip. logp/old_logp (B, T), advantages (B,) -> loss (B, T), stats.
+    """Token-level PPO: logp/old_logp (B, T), advantages (B,) -> loss (B, T) and stats (ratio, clipped).
 
-    l = max(-A r, -A clip(r, 1-lo, 1+hi)); where A < 0 and ``clip_c`` is set, l = min(l, -A c) (dual clip).
+    r = exp(clamp(logp - old, -20, 20)), then :func:`clip_surrogate`.
     """
-    adv = advantages[:, None].to(logp.dtype)
-    ratio = torch.exp(logp - old_logp)
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1 - clip_low, 1 + clip_high)
-    loss = torch.maximum(unclipped, clipped)
-    clipped_any = (clipped > unclipped).float()
-    if clip_c is not None:
-        dual = torch.minimum(loss, -adv * clip_c)
-        clipped_any = torch.where(adv < 0, torch.maximum(clipped_any, (dual < loss).float()), clipped_any)
-        loss = torch.where(adv < 0, dual, loss)
-    return loss, {"ratio": ratio.detach(), "clipped": clipped_any.detach()}
+    ratio = safe_exp(logp - old_logp)
+    loss, took = clip_surrogate(ratio, advantages[:, None], clip_low, clip_high, clip_c)
+    return loss, {"ratio": ratio.detach(), "clipped": took.float().detach()}
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token KL(pi || ref) estimates: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d - 1 (clamped to [-10, 10])."""
+    """Per-token KL(pi || ref) estimates of d = logp - ref: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d - 1.
+
+    k3 takes exp of -d clamped to [-20, 20] (verl / DiRL clamp before exp; unclamped, d < -88.7 overflows
+    float32 and the backward gives 0 * inf = NaN) and the value is then clamped to [-10, 10] (verl).
+    """
     diff = logp - ref_logp
     estimators = {
         "k1": lambda d: d,
         "k2": lambda d: 0.5 * d.square(),
-        "k3": lambda d: (torch.exp(-d) + d - 1).clamp(-10, 10),
+        "k3": lambda d: (safe_exp(-d) + d - 1).clamp(-10, 10),
     }
     return estimators[kind](diff)

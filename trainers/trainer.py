@@ -21,7 +21,7 @@ import torch
 from dare.backends.models.loader import load_model
 from dare.harness import config as hcfg
 from dare.harness.engine import EngineContext
-from dare.harness.errors import ConfigError
+from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
 from dare.harness.registry import engines
 
@@ -38,6 +38,7 @@ from .scoring import CompletionScorer
 from .progress import StepProgress
 
 log = logging.getLogger(__name__)
+MAX_SKIPPED_UPDATES = 8  # consecutive non-finite updates before the run stops
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -50,6 +51,10 @@ def check_engine(engine_cls, name: str, needs: Needs) -> None:
     if not isinstance(getattr(engine_cls, "model", None), property):
         what = "roll out a live policy" if needs.rollout else "hold a trainable model"
         raise ConfigError(f"engine {name!r} cannot {what} (it has no in-process model); use --engine torch")
+
+
+class TrainingError(DareError):
+    """Training cannot go on (non-finite updates, a non-finite parameter): a one-line error naming the step."""
 
 
 class Timer:
@@ -143,6 +148,7 @@ class LocalTrainer:
             self.metrics.truncate(self.start_step)
             log.info("resuming %s from step %d", run_dir, self.start_step)
         self.verifiers = Verifiers(self.config.reward)
+        self._step, self._skipped = self.start_step, 0  # non-finite guard: current step, consecutive skips
 
     def _lr_factor(self, update: int) -> float:
         """Linear warm-up over ``warmup_steps`` updates, then constant or cosine to 0 at the last update."""
@@ -238,6 +244,7 @@ class LocalTrainer:
         cfg, params = self.config, [p for p in self.policy.parameters() if p.requires_grad]
         summed: dict[str, float] = {}
         first: dict[str, float] = {}
+        applied = 0
         for inner in range(self.algorithm.config.inner_steps):
             self.optimizer.zero_grad(set_to_none=True)
             total, stats = accumulate_gradients(self.algorithm, self.policy, batch, cfg.micro_batch_size, inner)
@@ -245,13 +252,26 @@ class LocalTrainer:
                 if p.grad is not None:
                     p.grad.div_(max(total, 1e-8))
             norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or float("inf"))
+            stats = {k: v / max(total, 1e-8) for k, v in stats.items()} | {"grad_norm": float(norm)}
+            # a non-finite loss or gradient never reaches the optimizer (the norm is NaN/inf if any grad is)
+            if not (math.isfinite(float(norm)) and math.isfinite(stats.get("loss", 0.0))):
+                self.optimizer.zero_grad(set_to_none=True)
+                self._skipped += 1
+                log.warning("update %d of step %d skipped: non-finite loss or gradient", inner + 1, self._step + 1)
+                if self._skipped >= MAX_SKIPPED_UPDATES:
+                    raise TrainingError(f"step {self._step + 1}: {self._skipped} consecutive updates had a non-finite "
+                                        "loss or gradient; lower lr or check the algorithm's settings")
+                continue
+            self._skipped = 0
             self.optimizer.step()
             self.scheduler.step()
-            stats = {k: v / max(total, 1e-8) for k, v in stats.items()} | {"grad_norm": float(norm)}
-            if inner == 0:
+            if applied == 0:
                 first = stats
+            applied += 1
             for k, v in stats.items():
-                summed[k] = summed.get(k, 0.0) + v / self.algorithm.config.inner_steps
+                summed[k] = summed.get(k, 0.0) + v
+        summed = {k: v / max(applied, 1) for k, v in summed.items()}
+        summed["skipped_nonfinite"] = self.algorithm.config.inner_steps - applied
         for key in ("ratio_max_dev", "kl_ref"):  # before any update of this batch: ratio 1, policy == old
             if key in first:
                 summed[f"first_inner_{key}"] = first[key]
@@ -259,6 +279,7 @@ class LocalTrainer:
 
     def step(self, step: int) -> dict[str, Any]:
         timer, row, cpu = Timer(), {"step": step + 1}, time.process_time()
+        self._step = step
         batch = self._batch(step, timer, row).to(self.batch_device)
         if self.needs.rollout:  # e.g. MDPO grades the intermediate predictions of every decoding step
             with timer("prepare"):
@@ -298,6 +319,10 @@ class LocalTrainer:
                 progress.step(step + 1, row)
                 log.info("step %d: %s", step + 1, {k: v for k, v in row.items() if k != "time"})
                 if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
+                    bad = [n for n, p in self.policy.net.named_parameters() if not torch.isfinite(p).all()]
+                    if bad:  # never a checkpoint that would poison every later evaluation or resume
+                        raise TrainingError(f"step {step + 1}: parameter {bad[0]} is not finite ({len(bad)} "
+                                            "tensors); no checkpoint written; lower lr and rerun")
                     began = time.perf_counter()
                     final = ckpt.save(self.run_dir, step + 1, self.policy, self.base_path, self.optimizer,
                                       {"scheduler": self.scheduler.state_dict(), "fingerprint": cfg.fingerprint()},

@@ -15,8 +15,23 @@ from .toy import JointPolicy, make_batch, sequence_draws
 RESPONSE = [2, 0, 1, 2]
 
 
-def test_counts_are_stratified_over_zero_to_lv_and_the_tail_is_never_drawn():
-    est = build_estimator("espo_elbo", {"samples": 2})
+def test_counts_are_stratified_across_the_batch_rows_with_one_offset_per_draw():
+    """ML-GSAI/ESPO espo_trainer.py forward_process: k ~ U{0..L}, x_i = round(k + i (L + 1) / b) mod (L + 1)
+    for the b rows of one call; each Monte-Carlo draw is its own call (its own k)."""
+    est = build_estimator("espo_elbo", {"samples": 3})
+    batch = make_batch(4, 2, [1] * 9)  # L = 9, b = 4: offsets round(i * 2.5) = 0, 2, 5, 8 (round half to even)
+    counts = est.draw(batch, torch.Generator().manual_seed(3))["counts"]  # (B, n)
+    for j in range(3):
+        k = counts[0, j]
+        expected = torch.remainder(torch.round(k + torch.arange(4, dtype=torch.float64) * 10 / 4), 10)
+        assert torch.equal(counts[:, j], expected)
+    assert len(set(counts[0].tolist())) > 1 or len(set(counts[1].tolist())) > 1  # draws have their own k
+    row = build_estimator("espo_elbo", {"samples": 3, "stratify": "samples"})
+    assert not torch.equal(row.draw(batch, torch.Generator().manual_seed(3))["counts"], counts)
+
+
+def test_row_strata_counts_are_stratified_over_zero_to_lv_and_the_tail_is_never_drawn():
+    est = build_estimator("espo_elbo", {"samples": 2, "stratify": "samples"})
     batch = make_batch(400, 2, [1] * 12)
     batch.completion_mask[:, 9:] = False  # L_v = 9: counts in {0..9}, strata of width 5
     noise = est.draw(batch, torch.Generator().manual_seed(0))

@@ -107,9 +107,14 @@ def test_same_seed_gives_identical_masks():
 
 
 def test_d1_masks_the_whole_response_and_about_15_percent_of_the_prompt():
-    est = build_estimator("one_step", {"prompt_mask_prob": 0.15})
+    """d1 (diffu_grpo_trainer.py forward_process): ``prompt_index`` is every prompt column, left padding
+    included; DARE (``prompt_padding="hidden"``) masks only real prompt tokens."""
     batch = make_batch(400, 50, [1, 2, 3])
-    batch.prompt_mask[:, :10] = False  # left padding must never be masked
+    batch.prompt_mask[:, :10] = False  # left padding
+    official = build_estimator("one_step", {"prompt_mask_prob": 0.15})
+    padded = official.draw(batch, torch.Generator().manual_seed(0))["prompt_masked"]
+    assert abs(float(padded.float().mean()) - 0.15) < 0.01 and abs(float(padded[:, :10].float().mean()) - 0.15) < 0.02
+    est = build_estimator("one_step", {"prompt_mask_prob": 0.15, "prompt_padding": "hidden"})
     noise = est.draw(batch, torch.Generator().manual_seed(0))
     masked = noise["prompt_masked"]
     assert not masked[:, :10].any()

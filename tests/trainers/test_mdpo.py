@@ -5,6 +5,7 @@ variant, end to end."""
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -89,6 +90,31 @@ def test_states_and_confidences_rebuilt_from_the_step_map_are_the_decoders(greed
         assert torch.equal(preds[row, -1], batch.completion_ids[row])  # the last prediction is the response
 
 
+def test_tempered_predictions_draw_from_and_score_with_softmax_over_t(greedy_rollout):
+    """MDPO's diffusion_generate (autonomousvision/mdpo src/mdlm_generation_utils.py): logits / T, p =
+    softmax, x̂0 ~ Categorical(p), confidence p(x̂0); committed and visible tokens keep the rollout's."""
+    engine, batch = greedy_rollout
+    policy = ModelPolicy(engine.model)
+    preds, conf = step_predictions(policy, batch, chunk=5, temperature=0.5, seed=1)
+    again, _ = step_predictions(policy, batch, chunk=5, temperature=0.5, seed=1)
+    greedy, _ = step_predictions(policy, batch, chunk=5)
+    assert torch.equal(preds, again)  # the draws are seeded
+    layout = build_layout(batch)
+    drawn = 0
+    for row in range(batch.size):
+        for t in (0, 1):
+            hidden = step_states(batch.commit_step[row:row + 1], torch.tensor([[t]]))[0, 0]
+            x = layout.tokens[row:row + 1].clone()
+            x[:, layout.response] = x[:, layout.response].masked_fill(hidden, policy.mask_id)
+            logits = engine.model.net(x, layout.positions[row:row + 1], key_mask(layout.valid[row:row + 1]))
+            p = (logits[0, layout.response].float() / 0.5).softmax(-1)
+            picked = p.gather(-1, preds[row, t][:, None])[:, 0]
+            assert torch.allclose(conf[row, t][hidden], picked[hidden], rtol=1e-4)
+            assert torch.equal(preds[row, t][~hidden], batch.completion_ids[row][~hidden])
+            drawn += int((preds[row, t] != greedy[row, t]).sum())
+    assert drawn > 0  # sampling, not the argmax
+
+
 def _loss_batch(confidence, advantages, steps):
     """Three response slots, a context-free policy, chosen steps (B, K) on commit steps [0, 1, 2]."""
     policy = ContextFreePolicy(n=3, vocab=4)
@@ -113,32 +139,45 @@ def _mdpo_loss(policy, batch, **settings):
 def test_loss_is_lambda_and_confidence_weighted_and_fully_decoded_steps_add_nothing():
     conf = [[[0.5, 0.2, 0.9], [1.0, 1.0, 0.3]]]
     policy, batch = _loss_batch(conf, [[2.0, -1.0]], [[0, 2]])
-    # ratio 1: l_i = -A λ_t. Step 0 masks all 3 (λ = 1), step 2 masks slot 2 only (λ = 3).
-    expected = (-2.0 * 1 * (0.5 + 0.2 + 0.9) + 1.0 * 3 * 0.3) / 4
+    # ratio 1: l_i = -A λ_t, λ_t = L / (m_t + 1e-4); each (row, step) is its own micro-batch divided by
+    # m_t + 1e-4 (autonomousvision/mdpo mdpo_trainer.py compute_loss), then the mean over the pairs.
+    # Step 0 masks all 3 slots, step 2 slot 2 only.
+    lam0, lam2 = 3 / (3 + 1e-4), 3 / (1 + 1e-4)
+    step0 = -2.0 * lam0 * (0.5 + 0.2 + 0.9) / (3 + 1e-4)
+    step2 = 1.0 * lam2 * 0.3 / (1 + 1e-4)
+    expected = (step0 + step2) / 2
     loss, weight = _mdpo_loss(policy, batch)
-    assert loss == pytest.approx(expected, rel=1e-6) and weight == 4
+    assert loss == pytest.approx(expected, rel=1e-6) and weight == 2
     unweighted, _ = _mdpo_loss(policy, batch, confidence_weighting=False)
-    assert unweighted == pytest.approx((-2.0 * 3 + 1.0 * 3) / 4, rel=1e-6)
+    assert unweighted == pytest.approx((-2.0 * lam0 * 3 / (3 + 1e-4) + lam2 / (1 + 1e-4)) / 2, rel=1e-6)
+    pooled, pooled_weight = _mdpo_loss(policy, batch, reduction="pooled")
+    assert pooled == pytest.approx((-2.0 * lam0 * 1.6 + lam2 * 0.3) / 4, rel=1e-6) and pooled_weight == 4
     # a state after the last step has nothing masked: it changes neither the sum nor the count
     policy, batch = _loss_batch([conf[0] + [[1.0, 1.0, 1.0]]], [[2.0, -1.0, 5.0]], [[0, 2, 3]])
-    assert _mdpo_loss(policy, batch) == pytest.approx((expected, 4))
+    assert _mdpo_loss(policy, batch) == pytest.approx((expected, 2))
 
 
 def test_paper_and_dare_versions_differ():
     paper = build_algorithm("mdpo")
     name, settings = resolve_algorithm("mdpo_dare", {})
     dare = build_algorithm(name, settings)
-    assert paper.requirements().reference and not dare.requirements().reference  # DARE never runs the ref pass
-    policy, batch = _loss_batch([[[0.5, 0.2, 0.9]]], [[1.0]], [[0]])
+    assert not paper.requirements().reference and not dare.requirements().reference  # β = 0 in both
+    assert paper.config.temperature == 0.1 and dare.config.temperature == 1.0
+    policy, batch = _loss_batch([[[0.5, 0.2, 0.9], [1.0, 1.0, 0.3]]], [[1.0, -2.0]], [[0, 2]])
     losses = []
     for algo in (paper, dare):
         algo.bind("bidirectional")
+        assert algo.estimator.temperature == algo.config.temperature
         with torch.no_grad():
             est = algo.estimator.estimate(policy, batch, batch.noise[0]).token_logp
-        batch.old_logp, batch.ref_logp = est[None], (est - 1.0)[None]  # the policy has moved from the reference
+        batch.old_logp = (est - 0.1)[None]  # ratio e^0.1 = 1.105: inside the clip for both signs
         losses.append(float(algo.loss(policy, batch, 0).loss.detach()))
-    # β (ℓ_ref - ℓ)² / 2 = 0.02 * 0.5 per masked token, confidence-weighted over 3 tokens
-    assert losses[0] - losses[1] == pytest.approx(0.02 * 0.5 * (0.5 + 0.2 + 0.9) / 3, rel=1e-5)
+    # per-step mean: (1.105 * (-1) * 1 * 1.6 / 3 + 1.105 * 2 * 3 * 0.3 / 1) / 2 (λ, / m and the 1e-4s aside)
+    # pooled: (1.105 * (-1.6) + 1.105 * 2 * 3 * 0.3) / 4
+    r = math.exp(0.1)
+    per_step = (-r * 3 / 3.0001 * 1.6 / 3.0001 + 2 * r * 3 / 1.0001 * 0.3 / 1.0001) / 2
+    assert losses[0] == pytest.approx(per_step, rel=1e-5)
+    assert losses[1] == pytest.approx((-r * 3 / 3.0001 * 1.6 + 2 * r * 3 / 1.0001 * 0.3) / 4, rel=1e-5)
 
 
 def test_mdpo_trains_tiny_llada_and_evaluates(tmp_path):
@@ -150,7 +189,8 @@ def test_mdpo_trains_tiny_llada_and_evaluates(tmp_path):
     run_dir = tmp_path / "mdpo-sudoku-tiny-llada-s0"
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and rows[0]["first_inner_ratio_max_dev"] == 0.0
-    assert rows[0]["trained_steps"] == 2.0 and {"prepare", "ref_logp"} <= rows[0]["time"].keys()
+    assert rows[0]["trained_steps"] == 2.0 and "prepare" in rows[0]["time"] and "ref_logp" not in rows[0]["time"]
+    assert all(math.isfinite(r["loss"]) for r in rows) and rows[0]["skipped_nonfinite"] == 0
     record = json.loads((read_eval_marker(run_dir) / "run.json").read_text())
     assert record["status"] == "complete" and record["model"]["training"]["algorithm"] == "mdpo"
 

@@ -64,7 +64,13 @@ class JointPolicy(_Toy):
         idx = int(sum(v * self.vocab ** (self.n - 1 - i) for i, v in enumerate(response)))
         return float(self.joint[idx].log())
 
-    def token_logp(self, input_ids, positions, mask, index, targets):
+    def token_logp(self, input_ids, positions, mask, index, targets, temperature: float = 1.0):
+        """The exact conditional; with ``temperature`` T its tempered version p^(1/T) / sum_v p_v^(1/T)."""
+        if temperature != 1.0:
+            per_value = torch.stack([self.token_logp(input_ids, positions, mask, index, torch.full_like(targets, v))[0]
+                                     for v in range(self.vocab)], -1).double() / temperature
+            logp = per_value.gather(-1, targets[..., None])[..., 0] - per_value.logsumexp(-1)
+            return logp.float(), torch.zeros_like(logp, dtype=torch.float32)
         b, n_q = index.shape
         slots = self._slots(positions)
         key_ok = (slots >= 0) & (input_ids != self.mask_id) & (input_ids < self.vocab)
@@ -82,14 +88,15 @@ class JointPolicy(_Toy):
 
 
 class ContextFreePolicy(_Toy):
-    def __init__(self, n: int = 3, vocab: int = 4, prompt_len: int = 1, seed: int = 0):
+    def __init__(self, n: int = 3, vocab: int = 4, prompt_len: int = 1, seed: int = 0,
+                 dtype: torch.dtype = torch.float64):
         super().__init__(n, vocab, prompt_len, None)
         g = torch.Generator().manual_seed(seed)
-        self.logits = nn.Parameter(torch.randn(n, vocab, generator=g, dtype=torch.float64))
+        self.logits = nn.Parameter(torch.randn(n, vocab, generator=g, dtype=torch.float64).to(dtype))
 
-    def token_logp(self, input_ids, positions, mask, index, targets):
+    def token_logp(self, input_ids, positions, mask, index, targets, temperature: float = 1.0):
         slot = self._slots(positions).gather(1, index).clamp(0, self.n - 1)
-        logp_all = self.logits.log_softmax(-1)[slot]  # (B, N, V)
+        logp_all = (self.logits / temperature).log_softmax(-1)[slot]  # (B, N, V)
         logp = logp_all.gather(-1, targets[..., None])[..., 0]
         entropy = -(logp_all.exp() * logp_all).sum(-1).detach()
         return logp, entropy

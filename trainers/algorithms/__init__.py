@@ -1,1 +1,2 @@
-"""Built-in algorithms (registered lazily by :mod:`dare.trainers.plugin`)."""
+"""Built-in algorithms; each registers its name in its own ``@algorithm`` decorator (imported by
+:mod:`dare.trainers.plugin`)."""

@@ -29,31 +29,20 @@ from dare.harness.errors import ConfigError
 
 from ..api import Estimator, Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
+from ..ops import clip_surrogate, safe_exp
 from .policy_gradient import PolicyGradient, PolicyGradientConfig
 
 
 def bound_ratio(delta: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
-    """BGPO's per-sample ratio: 1 + delta where ``positive`` (A > 0), exp(delta) elsewhere; shapes (B,)."""
-    return torch.where(positive, 1 + delta, torch.exp(torch.where(positive, torch.zeros_like(delta), delta)))
-
-
-def dual_clip(ratio: torch.Tensor, adv: torch.Tensor, eps_low: float, eps_high: float,
-              clip_c: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Dual-clip PPO on sequence ratios (B,): loss (B,) and whether the clip bound was taken (B,)."""
-    unclipped = -adv * ratio
-    clipped = -adv * ratio.clamp(1 - eps_low, 1 + eps_high)
-    loss = torch.maximum(unclipped, clipped)
-    took = clipped > unclipped
-    if clip_c is not None:
-        capped = torch.minimum(loss, -adv * clip_c)
-        took = torch.where(adv < 0, took | (capped < loss), took)
-        loss = torch.where(adv < 0, capped, loss)
-    return loss, took
+    """BGPO's per-sample ratio: 1 + delta where ``positive`` (A > 0), exp(delta) elsewhere (the log-ratio
+    clamped before exp); shapes (B,)."""
+    return torch.where(positive, 1 + delta, safe_exp(torch.where(positive, torch.zeros_like(delta), delta)))
 
 
 class BGPOConfig(PolicyGradientConfig):
     estimator: str = "auto"
     estimator_args: dict = Field(default_factory=lambda: {"samples": 16})
+    clip_c: float | None = Field(3.0, gt=1, description="dual-clip constant (BGPO as run in DARE: 3)")
     beta: float = Field(0.0, ge=0, le=0, description="BGPO's objective has no KL term")
     normalise_length: int | None = Field(None, ge=1, description="divide each ELBO sample by this length; "
                                          "None: the batch's padded response length (DARE max_response_length)")
@@ -69,14 +58,14 @@ class BGPO(PolicyGradient):
 
     def bind(self, attention: str) -> Estimator:
         est = super().bind(attention)
-        if not hasattr(est, "samples"):
+        if "samples" not in est.capabilities:
             raise ConfigError(f"bgpo needs a Monte-Carlo ELBO estimator with per-sample draws (stratified_elbo, "
                               f"block_stratified_elbo, mc_elbo, block_elbo); {est.name!r} has none")
         return est
 
     @property
     def samples(self) -> int:
-        return int(getattr(self.estimator, "samples", 1))
+        return int(self.estimator.samples)
 
     def draw_noise(self, estimator: Estimator, batch: RolloutBatch, generator: torch.Generator) -> list[dict]:
         """Each stratified draw of n samples split into n sets of one (tensors whose dim 1 is the sample axis)."""
@@ -103,7 +92,7 @@ class BGPO(PolicyGradient):
             value = (est.token_logp * mask).sum(1) / length  # l_j (B,)
             old = (batch.old_logp[j] * mask).sum(1) / length
             ratio = bound_ratio(value - old.to(value.dtype), positive)
-            per_row, clipped = dual_clip(ratio, adv.to(value.dtype), cfg.clip_low, cfg.clip_high, cfg.clip_c)
+            per_row, clipped = clip_surrogate(ratio, adv.to(value.dtype), cfg.clip_low, cfg.clip_high, cfg.clip_c)
             term = (per_row * lengths.to(per_row.dtype)).sum() / (n * max(weight, 1e-8))
             total += float(term.detach())
             took += clipped.float() / n

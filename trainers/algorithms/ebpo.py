@@ -16,6 +16,7 @@ import torch
 from pydantic import Field
 
 from ..api import Needs, algorithm
+from ..ops import safe_exp
 from .policy_gradient import PolicyGradientConfig
 from .sequence_ratio import SequenceRatio
 
@@ -43,4 +44,4 @@ class EBPO(SequenceRatio):
 
     def surrogate(self, log_ratio: torch.Tensor, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         clipped = log_clipped_ratio(log_ratio, adv, self.config.clip_low, self.config.clip_high)
-        return -adv * torch.exp(clipped), clipped.detach() != log_ratio.detach()
+        return -adv * safe_exp(clipped), clipped.detach() != log_ratio.detach()

@@ -4,31 +4,40 @@ left-to-right likelihood of a masked diffusion model.
 Rollouts decode one token per step, strictly left to right (block length 1, steps = response length), so
 the likelihood of a completion is exact and needs no recorded step map: position t is scored on the prompt,
 y_<t and masks after it (``autoregressive``: one full-canvas forward per token), with the logits divided by
-the sampling temperature, as the rollout drew them. Loss: dual-clip PPO per token (eps 0.2, c 3), GRPO
-advantages, token mean, one update per batch (the ratio is taken against the detached current policy).
-Defaults: temperature 0.6 (the recipe's rollout temperature, applied to the rollouts through the decoding
-hook), no KL. Masked diffusion only.
+the sampling temperature, as the rollout drew them. Defaults from LeapLabTHU/JustGRPO (grpo.py ``sample``,
+``logprob_loss``, ``compute_group_advantages``): temperature 1.0 for rollouts and log-probs, every
+gen_length position scored (no EOS mask: ``count_padding``), PPO per token with eps 0.2 and no dual clip,
+advantages (r - mean) / (std + 1e-4), the summed token losses divided by gen_length x the number of
+samples with a nonzero advantage, one update per batch (the ratio is against the detached current policy),
+no KL. Masked diffusion only.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Literal
 
+import torch
 from pydantic import Field, model_validator
 
 from dare.harness.errors import ConfigError
 from dare.harness.registry import estimators
 
 from ..api import Needs, algorithm
+from ..batch import RolloutBatch
 from .policy_gradient import PolicyGradient, PolicyGradientConfig
 
 
 class JustGRPOConfig(PolicyGradientConfig):
     estimator: str = "autoregressive"
     estimator_args: dict = Field(default_factory=dict)
-    temperature: float = Field(0.6, gt=0, description="rollout sampling temperature; the likelihood divides "
+    temperature: float = Field(1.0, gt=0, description="rollout sampling temperature; the likelihood divides "
                                "the logits by it")
+    advantage_eps: float = Field(1e-4, gt=0)
+    normalise: Literal["valid_samples", "tokens"] = Field(
+        "valid_samples", description="valid_samples: summed token losses / (gen_length x samples with A != 0) "
+        "(JustGRPO); tokens: the token mean over the batch (DARE's verl loss)")
+    count_padding: bool = Field(True, description="score all gen_length positions (JustGRPO has no EOS mask)")
 
     @model_validator(mode="after")
     def _one_temperature(self) -> JustGRPOConfig:
@@ -40,11 +49,20 @@ class JustGRPOConfig(PolicyGradientConfig):
 
 @algorithm("just_grpo", aliases=("justgrpo",))
 class JustGRPO(PolicyGradient):
-    """Dual-clip GRPO on exact autoregressive log-probs of left-to-right rollouts (masked diffusion)."""
+    """Clipped GRPO on exact autoregressive log-probs of left-to-right rollouts (masked diffusion)."""
 
     needs = Needs(rollout=True, attention="bidirectional")
     Config = JustGRPOConfig
     default_estimator = {"bidirectional": "autoregressive"}
+
+    def reduce(self, token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """sum of the token losses / (gen_length x samples with A != 0); the weight is that denominator, so
+        micro-batches combine to the batch's (``scale = gain / gen_length / valid_samples``)."""
+        if self.config.normalise == "tokens":
+            return super().reduce(token_loss, batch, mask)
+        valid = float((batch.advantages != 0).sum())
+        weight = float(token_loss.shape[1]) * valid
+        return (token_loss * mask).sum() / max(weight, 1e-8), weight
 
     def estimator_options(self, name: str) -> dict[str, Any]:
         options = super().estimator_options(name)
@@ -63,5 +81,6 @@ class JustGRPO(PolicyGradient):
                               f"{decoding.steps}; drop the rollout.block_length / rollout.steps overrides")
         if decoding.temperature != self.config.temperature:
             raise ConfigError(f"JustGRPO scores tokens at temperature {self.config.temperature} but the rollouts "
-                              f"sample at {decoding.temperature}; set algo.temperature={decoding.temperature} "
-                              "instead of rollout.temperature")
+                              f"sample at {decoding.temperature} (rollout.temperature); set "
+                              f"rollout.temperature={self.config.temperature} (JustGRPO's own value is 1.0), or "
+                              f"set algo.temperature={decoding.temperature} instead of rollout.temperature")

@@ -2,22 +2,29 @@
 
 For every decoding step t of a rollout the model's clean prediction x̂0_t (from the state x_t before the
 step) is graded with the task's verifier, R[b, t]. Step scores s_t = (R_t - R_{t-1} + 1) + mean_{k>t} R_k
-(R_0 = 0; the last step's mean is R_T) are normalised per prompt group and per step (unbiased std + eps);
+(R_0 = 0; the last step's mean is R_T) are normalised per prompt group and per step (unbiased std + 1e-4);
 the K steps with the largest sum over the batch of |Â| are trained. Per chosen (row, step), on the
 positions masked in x_t: l_i = λ_t max(-Â r_i, -Â clip(r_i)) + β KL_i with r_i = p(x̂0_i | x_t) / p_old,
-λ_t = L / #masked(x_t); loss = Σ l_i c_{t,i} / Σ masked (c: the prediction's confidence).
+λ_t = L / #masked(x_t); per (row, step) loss Σ l_i c_{t,i} / #masked (c: the prediction's confidence).
 
-Paper defaults (spec 1.7): clip 0.2, K = 16, β = 0.02 with the k2 estimator (ℓ_ref - ℓ)² / 2, one update
-per batch. DARE (configs/algorithms/mdpo_dare.yaml) never runs the reference pass, so its KL is off.
+Defaults from autonomousvision/mdpo (src/open_r1/mdpo/mdpo_trainer.py ``compute_loss``,
+``split_into_micro_batches``; recipes/LLaDA-Instruct/mdpo/config_demo.yaml): clip 0.2, K = 16, one micro-batch
+per trained step (its token mean, then the mean over them), rollouts, x̂0_t and training log-probs at
+temperature 0.1 (logits / T), x̂0_t sampled from the tempered categorical with confidence p_T(x̂0), step
+advantages with std + 1e-4, β = 0 (math recipe; k2 (ℓ_ref - ℓ)² / 2 when set), one update per batch.
+configs/algorithms/mdpo_dare.yaml keeps this package's earlier choices (pooled token mean, T = 1, argmax).
 Masked diffusion models only (LLaDA, Dream). Shapes: B rows, S steps, K chosen steps, T tokens.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import inspect
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
+
+from dare.harness.registry import estimators
 
 from ..api import Algorithm, AlgorithmConfig, Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
@@ -50,13 +57,22 @@ class MDPOConfig(AlgorithmConfig):
     estimator: str = "step_prediction"
     clip_low: float = Field(0.2, ge=0)
     clip_high: float = Field(0.2, ge=0)
-    beta: float = Field(0.02, ge=0, description="KL coefficient against the frozen reference model")
+    beta: float = Field(0.0, ge=0, description="KL coefficient against the frozen reference model (recipes: 0 "
+                        "math, 0.01 code; MDPOConfig's field default 0.04)")
     kl_estimator: Literal["k1", "k2", "k3"] = "k2"
+    temperature: float = Field(0.1, gt=0, description="sampling temperature of the rollouts and of x̂0_t; the "
+                               "training log-probs divide the logits by it (math recipe: 0.1)")
+    predictions: Literal["sample", "argmax"] = Field(
+        "sample", description="x̂0_t at positions step t did not commit: a draw from the tempered categorical "
+        "(MDPO's diffusion_generate) or the argmax")
+    reduction: Literal["step", "pooled"] = Field(
+        "step", description="step: token mean per trained (row, step), averaged over them (MDPO: one micro-batch "
+        "per step); pooled: one token mean over every (row, step) pair")
     train_steps: int = Field(16, ge=1, description="decoding steps trained per batch (sample_train_steps)")
     confidence_weighting: bool = Field(True, description="weight each token's loss by the prediction's confidence")
     prediction_chunk: int = Field(8, ge=1, description="(row, step) states per forward when predicting x̂0_t")
-    advantage_eps: float = Field(1e-6, gt=0)
-    count_padding: bool = True  # the spec's mask: every position masked in x_t
+    advantage_eps: float = Field(1e-4, gt=0, description="std + eps of the step advantages (MDPO: 1e-4)")
+    count_padding: bool = True  # the official mask: every position masked in x_t
 
 
 @algorithm("mdpo")
@@ -67,11 +83,24 @@ class MDPO(Algorithm):
     Config = MDPOConfig
     default_estimator = {"bidirectional": "step_prediction"}
 
+    def estimator_options(self, name: str) -> dict[str, Any]:
+        options = super().estimator_options(name)
+        if "temperature" in inspect.signature(estimators.get(name)).parameters:
+            options.setdefault("temperature", self.config.temperature)
+        return options
+
+    def rollout_decoding(self, decoding, arch) -> dict[str, Any]:
+        return {"temperature": self.config.temperature}
+
     def prepare(self, policy, batch: RolloutBatch, scorer) -> None:
         """Grade x̂0_t of every step, form step advantages, choose the K steps to train (batch.extras)."""
         cfg = self.config
         here = batch.completion_ids.device  # the verl driver keeps batches on the CPU: predict on the policy's device
-        preds, conf = step_predictions(policy, batch.to(policy.device), cfg.prediction_chunk)  # (B, S, T)
+        temperature = cfg.temperature if cfg.predictions == "sample" else None
+        # the draws of x̂0_t depend only on the batch, so a resumed run repeats them
+        seed = int((batch.completion_ids.long() * torch.arange(1, batch.completion_ids.shape[1] + 1,
+                                                               device=here)).sum()) % (2 ** 31)
+        preds, conf = step_predictions(policy, batch.to(policy.device), cfg.prediction_chunk, temperature, seed)
         preds, conf = preds.to(here), conf.to(here)
         b, s, t = preds.shape
         rows = torch.arange(b).repeat_interleave(s)
@@ -92,8 +121,9 @@ class MDPO(Algorithm):
         logp, old = est.token_logp, batch.old_logp[k]
         b, n, t = logp.shape
         masked = step_states(batch.commit_step, chosen["steps"]) & batch.completion_mask[:, None, :]
+        counts = masked.sum(-1).to(logp.dtype)  # m_t per (row, step), (B, K)
         length = batch.completion_mask.sum(-1, keepdim=True).to(logp.dtype)  # L per row, (B, 1)
-        scale = length / masked.sum(-1).clamp(min=1).to(logp.dtype)  # λ_t, (B, K)
+        scale = length / (counts + 1e-4)  # λ_t = L / (m_t + 1e-4) (mdpo_trainer.py compute_loss)
         token_loss, stats = clipped_policy_loss(logp.reshape(b * n, t), old.reshape(b * n, t),
                                                 chosen["advantages"].reshape(-1), cfg.clip_low, cfg.clip_high, None)
         token_loss = token_loss.view(b, n, t) * scale[..., None]
@@ -105,8 +135,13 @@ class MDPO(Algorithm):
         weight = masked.to(logp.dtype)
         if cfg.confidence_weighting:
             weight = weight * chosen["confidence"].to(logp.dtype)
-        total = masked.sum()
-        loss = (token_loss * weight).sum() / (total + 1e-8)
+        summed = (token_loss * weight).sum(-1)  # (B, K)
+        if cfg.reduction == "step":  # each (row, step) its own micro-batch: / (m_t + 1e-4), then the mean
+            total = float((counts > 0).sum())  # a state after a row's last step has nothing to train
+            loss = (summed / (counts + 1e-4)).sum() / max(total, 1.0)
+        else:
+            total = float(masked.sum())
+            loss = summed.sum() / (total + 1e-8)
         ratio = stats["ratio"].view(b, n, t)
         metrics.update(
             clip_fraction=float(masked_mean(stats["clipped"].view(b, n, t), masked)),
@@ -116,4 +151,4 @@ class MDPO(Algorithm):
             masked_per_step=float(masked.sum(-1).float().mean()),
             policy_loss=float(loss.detach()),
         )
-        return LossOutput(loss=loss, weight=float(total), metrics=metrics)
+        return LossOutput(loss=loss, weight=total, metrics=metrics)

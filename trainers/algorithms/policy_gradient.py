@@ -3,7 +3,8 @@
 Each algorithm is this loss plus its own estimator and defaults: advantages from the group's rewards,
 r = exp(l - l_old) per token on the estimator's token log-likelihoods, the (dual-)clipped PPO token loss,
 an optional KL to the reference model, and a token mean over the whole batch (the trainer keeps it exact
-across micro-batches through ``LossOutput.weight``).
+across micro-batches through ``LossOutput.weight``). Ratios are exp of log-ratios clamped to [-20, 20]
+(:func:`~dare.trainers.ops.safe_exp`). The dual clip is off unless a config sets ``clip_c``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from ..batch import LossOutput, RolloutBatch
 from ..ops import ADVANTAGES, clipped_policy_loss, kl_penalty, masked_mean
 
 
-AdvantageKind = Literal["grpo", "mean_baseline", "rloo"]
+AdvantageKind = Literal["grpo", "mean_baseline", "rloo", "population"]
 
 
 class PolicyGradientConfig(AlgorithmConfig):
     clip_low: float = Field(0.2, ge=0, description="lower clip: ratio >= 1 - clip_low")
     clip_high: float = Field(0.2, ge=0, description="upper clip: ratio <= 1 + clip_high")
-    clip_c: float | None = Field(3.0, gt=1, description="dual-clip constant for negative advantages (None: off)")
+    clip_c: float | None = Field(None, gt=1, description="dual-clip constant for negative advantages (None: off, "
+                                 "as in d1, DiffuCoder, DiRL and JustGRPO; DARE's verl losses use 3)")
     beta: float = Field(0.0, ge=0, description="KL coefficient against the frozen reference model")
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
     advantage: AdvantageKind = "grpo"

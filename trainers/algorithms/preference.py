@@ -43,7 +43,7 @@ class PreferenceOptimisation(Algorithm):
     def bind(self, attention: str) -> Estimator:
         """The configured estimator, with ``samples`` as its budget unless ``estimator_args`` sets one."""
         est = super().bind(attention)
-        if hasattr(est, "samples") and "samples" not in self.config.estimator_args:
+        if "samples" in est.capabilities and "samples" not in self.config.estimator_args:
             self.estimator = build_estimator(est.name, {**self.config.estimator_args, "samples": self.config.samples})
         return self.estimator
 

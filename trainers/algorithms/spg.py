@@ -58,7 +58,7 @@ class SPG(Algorithm):
 
     def bind(self, attention: str) -> Estimator:
         est = super().bind(attention)
-        if not hasattr(est, "bounds"):
+        if "bounds" not in est.capabilities:
             raise ConfigError(f"spg needs an estimator with lower and upper bounds (sandwich); {est.name!r} "
                               "gives only one estimate")
         return est

@@ -1,1 +1,2 @@
-"""Built-in likelihood estimators (registered lazily by :mod:`dare.trainers.plugin`)."""
+"""Built-in likelihood estimators; each registers its name in its own ``@estimator`` decorator (imported by
+:mod:`dare.trainers.plugin`)."""

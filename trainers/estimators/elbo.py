@@ -26,6 +26,7 @@ class MonteCarloELBO(Estimator):
     """Masked-diffusion ELBO: ``samples`` draws of (t, mask), 1/t-weighted masked log-probs (shared noise)."""
 
     forwards = 1
+    capabilities = frozenset({"samples"})
 
     def __init__(self, samples: int = 1, eps: float = 1e-3, antithetic: bool = False, stratified: bool = False,
                  force_one: bool = False):

@@ -6,8 +6,8 @@ x_j = (k + floor(j (L_v + 1) / n)) mod (L_v + 1) uniformly chosen counted tokens
 {0..L_v}); with p_j = x_j / (L_v + 1) the masked term is sum_masked log p / p_j. With ``reduce_var`` the
 complementary corruption (exactly the other counted tokens masked) adds sum log p / (L_v / (L_v + 1) - p_j),
 and the draw's estimate is the mean of the two halves (two forwards per draw). Both halves are unbiased for a
-context-free model; a half that masks nothing contributes 0. The tail after EOS is always masked in the input
-and never scored.
+context-free model; a half that masks nothing contributes 0. ESPO scores the whole completion (its algorithm
+sets ``count_padding``); with ``count_padding=False`` the tail after EOS is masked in the input and not scored.
 """
 
 from __future__ import annotations
@@ -21,11 +21,19 @@ from .elbo import MonteCarloELBO
 
 @estimator("espo_elbo")
 class ESPOELBO(MonteCarloELBO):
-    """ESPO: stratified mask counts on {0..L_v}, each draw averaged with its complementary corruption."""
+    """ESPO: stratified mask counts on {0..L_v}, each draw averaged with its complementary corruption.
 
-    def __init__(self, samples: int = 2, reduce_var: bool = True):
+    ``stratify="batch"`` (ML-GSAI/ESPO espo/espo_trainer.py ``forward_process``: one k ~ U{0..L} per call,
+    row i of the B rows masks round(k + i (L + 1) / B) mod (L + 1) tokens; every Monte-Carlo draw is its own
+    call with its own k). ``stratify="samples"`` (this package's earlier draw, preset ``espo_row_strata``):
+    one k per row and the n draws of that row stratified, (k + floor(j (L_v + 1) / n)) mod (L_v + 1)."""
+
+    def __init__(self, samples: int = 2, reduce_var: bool = True, stratify: str = "batch"):
+        if stratify not in ("batch", "samples"):
+            raise ValueError(f"stratify must be 'batch' or 'samples', got {stratify!r}")
         super().__init__(samples=samples)
         self.reduce_var = bool(reduce_var)
+        self.stratify = stratify
         self.forwards = self.samples * (2 if self.reduce_var else 1)
 
     def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -34,13 +42,18 @@ class ESPOELBO(MonteCarloELBO):
         n = self.samples
         valid = batch.completion_mask.cpu()
         lv = valid.sum(1).double()[:, None]  # (B, 1)
-        k = (torch.rand(b, 1, generator=generator, dtype=torch.float64) * (lv + 1)).floor()
-        counts = torch.remainder(k + torch.floor(torch.arange(n, dtype=torch.float64) * (lv + 1) / n), lv + 1)
+        if self.stratify == "batch":  # one offset per draw, the rows spread over the strata
+            u = torch.rand(1, n, generator=generator, dtype=torch.float64)
+            k = (u * (lv + 1)).floor()  # (B, n): the same k for rows of equal length
+            rows = torch.arange(b, dtype=torch.float64)[:, None]
+            counts = torch.remainder(torch.round(k + rows * (lv + 1) / b), lv + 1)
+        else:
+            k = (torch.rand(b, 1, generator=generator, dtype=torch.float64) * (lv + 1)).floor()
+            counts = torch.remainder(k + torch.floor(torch.arange(n, dtype=torch.float64) * (lv + 1) / n), lv + 1)
         u = torch.rand(b, n, length, generator=generator, dtype=torch.float64).masked_fill(~valid[:, None], 2.0)
         rank = u.argsort(-1).argsort(-1)  # counted tokens first, in random order
         masked = (rank < counts[..., None]) & valid[:, None]
         return {"counts": counts, "lv": lv, "masked": masked}
-
     def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
         device = batch.completion_ids.device
         valid = batch.completion_mask

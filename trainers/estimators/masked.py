@@ -8,6 +8,8 @@ response token exactly once with the pair (z1, z2); for a context-free model its
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from ..api import Estimator, estimator
@@ -38,19 +40,33 @@ def response_logp(policy, layout: Layout, inputs: torch.Tensor, batch: RolloutBa
 
 @estimator("one_step")
 class OneStep(Estimator):
-    """d1 / diffu-GRPO: prompt tokens masked i.i.d. with ``prompt_mask_prob``, every response token masked,
-    one forward; token_logp[i] = log p(y_i | z)."""
+    """d1 / diffu-GRPO: prompt positions masked i.i.d. with ``prompt_mask_prob``, every response token masked,
+    one forward; token_logp[i] = log p(y_i | z).
+
+    ``prompt_padding="attended"`` (d1's ``forward_process`` / ``get_logits``, dllm-reasoning/d1
+    diffu-grpo/diffu_grpo_trainer.py: ``prompt_index`` covers every prompt column and the model runs without
+    an attention mask): left-padding prompt positions are visible tokens at their own positions and are
+    masked like any prompt token. ``"hidden"`` (DARE's ``_forward_process_d1``): padding is neither seen nor
+    masked; only real prompt tokens are."""
 
     forwards = 1
 
-    def __init__(self, prompt_mask_prob: float = 0.15):
+    def __init__(self, prompt_mask_prob: float = 0.15, prompt_padding: str = "attended"):
+        if prompt_padding not in ("attended", "hidden"):
+            raise ValueError(f"prompt_padding must be 'attended' or 'hidden', got {prompt_padding!r}")
         self.prompt_mask_prob = float(prompt_mask_prob)
+        self.prompt_padding = prompt_padding
 
     def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
         u = torch.rand(batch.prompt_ids.shape, generator=generator)
-        return {"prompt_masked": (u < self.prompt_mask_prob) & batch.prompt_mask.cpu()}
+        masked = u < self.prompt_mask_prob
+        if self.prompt_padding == "hidden":
+            masked &= batch.prompt_mask.cpu()
+        return {"prompt_masked": masked}
 
     def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
+        if self.prompt_padding == "attended":  # the padding becomes ordinary visible prompt tokens
+            batch = replace(batch, prompt_mask=torch.ones_like(batch.prompt_mask))
         layout = build_layout(batch)
         inputs = layout.tokens.clone()
         prompt = inputs[:, :layout.prompt_width]
@@ -63,7 +79,9 @@ class OneStep(Estimator):
 @estimator("coupled")
 class Coupled(Estimator):
     """Coupled-GRPO (DiffuCoder): t ~ U(t_min, t_max), u ~ U(0,1)^T; z1 masks u < t, z2 the complement,
-    z0 masks everything. token_logp = (lp0 + [lp1 / t on z1's mask, lp2 / (1 - t) on z2's]) / 2.
+    z0 masks everything. token_logp = (lp0 + [lp1 / t on z1's mask, lp2 / (1 - t) on z2's]) / 2
+    (apple/ml-diffucoder src/open_r1/coupled_grpo.py ``forward_process`` and ``selective_log_softmax``).
+    One t per draw for the whole batch (``forward_process`` draws ``mask_ratio`` once per call); u per row.
 
     ``include_full_mask=False`` drops z0 (2 forwards; expectation log p for a context-free model)."""
 
@@ -76,7 +94,8 @@ class Coupled(Estimator):
 
     def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
         b, t = batch.completion_ids.shape
-        level = self.t_min + (self.t_max - self.t_min) * torch.rand(b, generator=generator, dtype=torch.float64)
+        level = self.t_min + (self.t_max - self.t_min) * torch.rand(1, generator=generator, dtype=torch.float64)
+        level = level.expand(b).clone()  # (B,): one mask ratio shared by every row of the call
         u = torch.rand(b, t, generator=generator, dtype=torch.float64)
         return {"t": level, "first": u < level[:, None]}
 

@@ -50,6 +50,7 @@ class Sandwich(Estimator):
     """SPG: block-random masks; ``estimate`` is the lower bound, ``bounds`` gives lower and upper together."""
 
     forwards = 1
+    capabilities = frozenset({"samples", "bounds"})
 
     def __init__(self, samples: int = 2, masking: Literal["block_random", "random"] = "block_random",
                  block_length: int = 32, min_t: float = 0.0, max_t: float = 1.0, prompt_mask_prob: float = 0.15):

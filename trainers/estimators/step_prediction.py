@@ -33,9 +33,14 @@ def _chunks(count: int, chunk: int):
 
 
 @torch.no_grad()
-def step_predictions(policy, batch: RolloutBatch, chunk: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+def step_predictions(policy, batch: RolloutBatch, chunk: int = 8, temperature: float | None = None,
+                     seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """x̂0_t and c_t for every step t of every row: predictions (B, S, T) long, confidence (B, S, T) float,
-    S = the batch's largest step count (rows with fewer steps see their final tokens after their last)."""
+    S = the batch's largest step count (rows with fewer steps see their final tokens after their last).
+
+    ``temperature`` None: argmax and the plain softmax probability. A temperature T > 0: MDPO's
+    ``diffusion_generate`` (autonomousvision/mdpo src/mdlm_generation_utils.py): p = softmax(logits / T), x̂0
+    drawn from Categorical(p) (generator seeded with ``seed``), c = p(x̂0)."""
     layout = build_layout(batch)
     commit = batch.commit_step
     b, t = commit.shape
@@ -46,6 +51,7 @@ def step_predictions(policy, batch: RolloutBatch, chunk: int = 8) -> tuple[torch
     conf = torch.ones(b, n_steps, t, device=commit.device)
     full_mask = attention_mask(policy, layout)
     weight = policy.net.lm_head.weight
+    generator = torch.Generator(device=weight.device).manual_seed(seed)
     for part in _chunks(rows.shape[0], chunk):
         r, s = rows[part], steps[part]
         hidden = step_states(commit[r], s[:, None])[:, 0]  # (N, T)
@@ -58,7 +64,12 @@ def step_predictions(policy, batch: RolloutBatch, chunk: int = 8) -> tuple[torch
         final = batch.completion_ids[r]
         for n in range(picked.shape[0]):  # one (T, V) logits matrix at a time: the vocabulary is large
             logits = (picked[n] @ weight.T).float()
-            guess = torch.where(commit[r[n]] == s[n], final[n], logits.argmax(-1))
+            if temperature is None:
+                drawn = logits.argmax(-1)
+            else:
+                logits = logits / temperature
+                drawn = torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
+            guess = torch.where(commit[r[n]] == s[n], final[n], drawn)
             guess = torch.where(hidden[n], guess, final[n])
             preds[r[n], s[n]] = guess
             conf[r[n], s[n]] = (logits.gather(-1, guess[:, None])[:, 0] - logits.logsumexp(-1)).exp()
@@ -67,15 +78,18 @@ def step_predictions(policy, batch: RolloutBatch, chunk: int = 8) -> tuple[torch
 
 @estimator("step_prediction")
 class StepPrediction(Estimator):
-    """MDPO: token_logp (B, K, T) = log p_θ(x̂0_{t,i} | prompt, x_t) at the K steps the algorithm chose
-    (``batch.extras["mdpo"]``: steps (B, K), targets (B, K, T)); one forward per (row, chosen step),
+    """MDPO: token_logp (B, K, T) = log p_θ(x̂0_{t,i} | prompt, x_t), logits / ``temperature``, at the K steps
+    the algorithm chose (``batch.extras["mdpo"]``: steps (B, K), targets (B, K, T)); one forward per (row, chosen step),
     ``steps_per_forward`` at a time. The draws are those chosen steps, shared by old, new and ref passes."""
 
     forwards = 0  # one per chosen step
-    needs_trajectory = True
+    capabilities = frozenset({"trajectory"})
 
-    def __init__(self, steps_per_forward: int = 8):
+    def __init__(self, steps_per_forward: int = 8, temperature: float = 1.0):
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
         self.steps_per_forward = int(steps_per_forward)
+        self.temperature = float(temperature)
 
     def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
         chosen = batch.extras.get("mdpo")
@@ -98,10 +112,11 @@ class StepPrediction(Estimator):
         full_mask = attention_mask(policy, layout)
         index = layout.response_index()
         logp, entropy = [], []
+        scaled = {"temperature": self.temperature} if self.temperature != 1.0 else {}  # logits / T
         for part in _chunks(rows.shape[0], self.steps_per_forward):
             r = rows[part]
             lp, ent = policy.token_logp(flat[part], layout.positions[r], full_mask[r], index[r],
-                                        targets.view(b * k, -1)[part])
+                                        targets.view(b * k, -1)[part], **scaled)
             logp.append(lp)
             entropy.append(ent)
         shape = (b, k, -1)

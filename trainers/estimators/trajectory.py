@@ -80,7 +80,7 @@ class BlockTrajectory(Estimator):
     """token_logp[i] = log p(y_i | state at the step that committed y_i): exact, one packed forward."""
 
     forwards = 1
-    needs_trajectory = True
+    capabilities = frozenset({"trajectory"})
 
     def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
         if batch.commit_step is None:
@@ -112,7 +112,7 @@ class MaskedTrajectory(Estimator):
     step needs its own full-canvas forward: one row per (sequence, step), ``steps_per_forward`` rows at a time."""
 
     forwards = 0  # one per decoding step
-    needs_trajectory = True
+    capabilities = frozenset({"trajectory"})
 
     def __init__(self, steps_per_forward: int = 8, temperature: float = 1.0):
         self.steps_per_forward = int(steps_per_forward)
@@ -157,7 +157,7 @@ class Autoregressive(MaskedTrajectory):
     at >= t) with the logits divided by ``temperature``: the trajectory of a block-length-1 rollout, known
     without recording it. One full-canvas forward per response token, ``steps_per_forward`` at a time."""
 
-    needs_trajectory = False
+    capabilities = frozenset()  # the order is known: nothing to record
 
     def commit_steps(self, batch: RolloutBatch) -> torch.Tensor:
         order = torch.arange(batch.completion_ids.shape[1], device=batch.completion_ids.device)
