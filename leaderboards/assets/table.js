@@ -37,6 +37,8 @@
   function sortValue(row, key) {
     if (key === "mean") return row.mean ? row.mean.value : null;
     if (key === "model" || key === "decoding" || key === "algorithm" || key === "backend") return row[key];
+    var extra = key.split("|");  // "humaneval|pass@2": a pass@k column beside its benchmark's
+    if (extra.length === 2) return row.cells[extra[0]] && row.cells[extra[0]].more[extra[1]] ? row.cells[extra[0]].more[extra[1]][0] : null;
     return row.cells[key] ? row.cells[key].v : null;
   }
 
@@ -61,7 +63,10 @@
   function header(suite, state) {
     var columns = [["", null], ["Model", "model"], ["Algorithm", "algorithm"], ["Backend", "backend"],
       ["Decoding", "decoding"], ["Training", null]];
-    suite.benchmarks.forEach(function (b) { columns.push([b + " · " + suite.metrics[b], b]); });
+    suite.benchmarks.forEach(function (b) {
+      columns.push([b + " · " + suite.metrics[b], b]);
+      (suite.extra[b] || []).forEach(function (m) { columns.push([b + " · " + m, b + "|" + m]); });
+    });
     columns.push(["Suite mean", "mean"]);
     var tr = el("tr", {}, columns.map(function (col) {
       if (!col[1]) return el("th", { text: col[0] });
@@ -125,6 +130,14 @@
         content.concat(flagBadges(cell.flags)))]);
   }
 
+  function extraCell(row, bench, metric) {
+    var values = row.cells[bench] && row.cells[bench].more[metric];
+    if (!values) return el("td", { class: "missing", text: "—", title: "no " + metric + " for " + bench + " in this row (k too small)" });
+    return el("td", { class: "cell more", dataset: { bench: bench, metric: metric },
+      title: metric + " (unbiased estimator) " + DARE.pct(values[0]) + " [" + DARE.pct(values[1]) + ", " + DARE.pct(values[2]) + "] n=" + values[3] },
+      valueCell(values[0], values[1], values[2], values[3]));
+  }
+
   function meanCell(row, ctx) {
     var mean = row.mean || {};
     if (mean.value === null || mean.value === undefined) {
@@ -146,8 +159,9 @@
     return el("td", { class: "training" }, [
       row.spark ? DARE.svg(row.spark, "spark-holder") : null,
       el("div", { class: "small", text: row.algorithm + (row.training_step !== null ? " @ step " + row.training_step : "") }),
-      base ? el("a", { href: "#", class: "base-link", title: "show the base model's row", onclick: function (e) {
-        e.preventDefault(); highlight(base.id); } }, ["base: " + base.model]) : el("div", { class: "small", text: "base: " + (row.base_model || "?") }),
+      // The link and the button each get a line of their own (block boxes): side by side they overlapped.
+      base ? el("div", { class: "base-line" }, [el("a", { href: "#", class: "base-link", title: "show the base model's row", onclick: function (e) {
+        e.preventDefault(); highlight(base.id); } }, ["base: " + base.model])]) : el("div", { class: "small", text: "base: " + (row.base_model || "?") }),
       base ? el("button", { type: "button", class: "vs-base", onclick: function () { DARE.setState({ baseline: base.id }); } }, ["Δ vs base"]) : null]);
   }
 
@@ -157,6 +171,11 @@
     tr.scrollIntoView({ block: "center" });
     tr.classList.add("flash");
     setTimeout(function () { tr.classList.remove("flash"); }, 1500);
+  }
+
+  function referenceText(suite) {
+    var rows = suite.rows.filter(function (r) { return r.id === suite.reference; });
+    return rows.length ? "the build's baseline “" + rows[0].model + "”" : suite.reference;
   }
 
   function render(state, suite, pairs) {
@@ -187,14 +206,18 @@
         el("td", { class: "decoding", title: "DecodingConfig hash " + row.decoding_hash }, [row.decoding,
           el("div", { class: "hash", text: row.decoding_hash })]),
         trainingCell(row, rowsById)];
-      suite.benchmarks.forEach(function (b) { cells.push(benchCell(row, b, ctx)); });
+      suite.benchmarks.forEach(function (b) {
+        cells.push(benchCell(row, b, ctx));
+        (suite.extra[b] || []).forEach(function (m) { cells.push(extraCell(row, b, m)); });
+      });
       cells.push(meanCell(row, ctx));
       return el("tr", { class: cls, dataset: { row: row.id, group: row.group } }, cells);
     }));
     $("empty").hidden = rows.length > 0;
     $("legend").textContent = base
       ? "Δ = row minus baseline “" + base.model + "” in points, paired on shared samples, [bootstrap 95% CI]; * = significant at 5% (exact McNemar test for pass/fail verdicts, else the CI excludes 0)."
-      : "Cells: value in %, [bootstrap 95% CI], n. Hatched cells are not comparable with their column (hover for the difference). Click a cell for its run and samples.";
+      : "Cells: value in %, [bootstrap 95% CI], n. Hatched cells are not comparable with their column's reference, " + referenceText(suite) +
+        " (hover for the difference). Click a cell for its run and samples.";
   }
 
   DARE.views.board = function (state) {
