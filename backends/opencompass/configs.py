@@ -1,8 +1,10 @@
 """Config builders for OpenCompass's own CLI (``opencompass my_eval.py``) over DARE models and benchmarks::
 
-    from dare.backends.opencompass.configs import dare_datasets, dare_model
+    from mmengine.config import read_base
+    with read_base():                                          # a config imports them through dare.opencompass
+        from dare.opencompass import dare_datasets, dare_model
     datasets = dare_datasets("planning")                       # DARE data, prompts and verifiers
-    models = [dare_model("torch", "tiny-llada", benchmarks=["countdown", "sudoku"])]
+    models = [dare_model("torch", "tiny-llada")]
 
 Types are dotted paths (``dare.backends.opencompass.model.DareModel``), which OpenCompass's registries
 resolve by import, in this process and in its task subprocesses alike; class objects would not survive
