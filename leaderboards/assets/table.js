@@ -112,22 +112,49 @@
       parts: [el("span", { class: "v", text: "Δ " + DARE.signed(mine - theirs) }), el("span", { class: "n", text: "unpaired" })] };
   }
 
+  // The build flags each cell against its column's reference (the --baseline row, else a stated rule).
+  // A baseline picked on the page becomes the reference instead: identity flags are recomputed against
+  // its cell; status flags (partial, failed, subset) stay as built.
+  var IDENTITY = [["decoding", "dh", "decoding"], ["data", "data", "data sha256"], ["prompt", "prompt", "prompt template hash"],
+    ["verifier", "verifier", "verifier"]];
+
+  function cellFlags(row, bench, ctx) {
+    var cell = row.cells[bench];
+    var ref = ctx.base && ctx.base.id !== ctx.reference ? ctx.base.cells[bench] : null;
+    if (!ref) return cell.flags;
+    var kinds = IDENTITY.map(function (g) { return g[0]; }).concat(["batch"]);
+    var flags = cell.flags.filter(function (f) { return kinds.indexOf(f.kind) < 0; });
+    IDENTITY.forEach(function (g) {
+      if (cell[g[1]] === ref[g[1]]) return;
+      var text = g[0] === "decoding"
+        ? "decoding " + cell.dh.slice(0, 12) + " differs from the baseline's " + ref.dh.slice(0, 12) + ": " + row.decoding +
+          " (baseline: " + ctx.base.decoding + ")"
+        : g[2] + " " + cell[g[1]] + " differs from the baseline's " + ref[g[1]];
+      flags.push({ kind: g[0], severity: "major", text: text });
+    });
+    if (cell.bs !== ref.bs) {
+      flags.push({ kind: "batch", severity: "minor", text: "batch_size " + cell.bs + " (baseline: " + ref.bs + "); execution only, not part of the config hash" });
+    }
+    return flags;
+  }
+
   function benchCell(row, bench, ctx) {
     var cell = row.cells[bench];
     if (!cell) return el("td", { class: "missing", text: "—", title: "no run of this row covers " + bench });
+    var flags = cellFlags(row, bench, ctx);
     var content = valueCell(cell.v, cell.lo, cell.hi, cell.n), cls = "cell", title = "";
     if (ctx.base && ctx.base.id !== row.id) {
       var d = deltaCell(((ctx.pairs || {})[row.id] || {})[bench], row, ctx.base, bench);
       if (d) { content = d.parts; cls += " " + d.cls; title = d.title + "\n"; }
     }
-    var major = cell.flags.some(function (f) { return f.severity === "major"; });
+    var major = flags.some(function (f) { return f.severity === "major"; });
     title += DARE.pct(cell.v) + " [" + DARE.pct(cell.lo) + ", " + DARE.pct(cell.hi) + "] (bootstrap 95% CI) n=" + cell.n +
       "\nrun " + cell.run + " (" + cell.status + ", " + cell.created + "), commit " + cell.commit +
       "\ndecoding " + cell.dh + ", data " + cell.data + ", verifier " + cell.verifier +
-      cell.flags.map(function (f) { return "\n⚠ " + f.text; }).join("");
+      flags.map(function (f) { return "\n⚠ " + f.text; }).join("");
     return el("td", { class: cls + (major ? " noncomparable" : ""), title: title, dataset: { bench: bench } }, [
       el("button", { class: "open", type: "button", onclick: function () { DARE.setState({ run: cell.run, bench: bench, vf: "all", vq: "", vp: "0" }); } },
-        content.concat(flagBadges(cell.flags)))]);
+        content.concat(flagBadges(flags)))]);
   }
 
   function extraCell(row, bench, metric) {
@@ -182,7 +209,7 @@
     var rowsById = {};
     suite.rows.forEach(function (r) { rowsById[r.id] = r; });
     var base = rowsById[state.baseline] || null;
-    var ctx = { base: base, pairs: pairs };
+    var ctx = { base: base, pairs: pairs, reference: suite.reference };
     var rows = ordered(suite.rows.filter(function (r) { return matches(r, state); }), state);
     var table = $("table");
     table.tHead.replaceChildren(header(suite, state));
@@ -215,7 +242,7 @@
     }));
     $("empty").hidden = rows.length > 0;
     $("legend").textContent = base
-      ? "Δ = row minus baseline “" + base.model + "” in points, paired on shared samples, [bootstrap 95% CI]; * = significant at 5% (exact McNemar test for pass/fail verdicts, else the CI excludes 0)."
+      ? "Δ = row minus baseline “" + base.model + "” in points, paired on shared samples, [bootstrap 95% CI]; * = significant at 5% (exact McNemar test for pass/fail verdicts, else the CI excludes 0). Hatched cells are not comparable with the baseline's."
       : "Cells: value in %, [bootstrap 95% CI], n. Hatched cells are not comparable with their column's reference, " + referenceText(suite) +
         " (hover for the difference). Click a cell for its run and samples.";
   }

@@ -280,3 +280,23 @@ def test_hatching_follows_the_build_baseline_and_the_legend_names_it(page, tmp_p
     for model, hatched in (("base-model", 0), ("twin-model", 0), ("other-model", 2), ("other-model-2", 2)):
         assert model_row(page, model).locator("td.noncomparable").count() == hatched, model
     assert "reference, the build's baseline “base-model”" in page.inner_text("#legend")
+
+
+def test_a_baseline_picked_on_the_page_becomes_the_hatching_reference(page, tmp_path):
+    from dare.leaderboards.build import build_site
+
+    from .test_leaderboard_reference import DECODING_X, DECODING_Y, tie_runs
+
+    tie_runs(tmp_path / "runs", DECODING_X, DECODING_Y)  # the DECODING_Y pair is older: the rule's reference
+    report = build_site([tmp_path / "runs"], tmp_path / "site")
+    page.goto((report.out / "index.html").as_uri())
+    page.wait_for_selector("#table tbody tr")
+    expected = {"base-model": 2, "twin-model": 2, "other-model": 0, "other-model-2": 0}
+    assert {m: model_row(page, m).locator("td.noncomparable").count() for m in expected} == expected
+    assert "the oldest complete run of an untrained model" in page.inner_text("#legend")
+    model_row(page, "base-model").locator('input[type="radio"]').check()
+    page.wait_for_selector("tr.baseline")
+    expected = {"base-model": 0, "twin-model": 0, "other-model": 2, "other-model-2": 2}
+    assert {m: model_row(page, m).locator("td.noncomparable").count() for m in expected} == expected
+    title = model_row(page, "other-model").locator('td[data-bench="countdown"]').get_attribute("title")
+    assert f"decoding {DECODING_Y.config_hash()[:12]} differs from the baseline's {DECODING_X.config_hash()[:12]}" in title
