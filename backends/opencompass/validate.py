@@ -63,13 +63,13 @@ def model_keywords() -> list[str]:
 def check_model(engine: str, model: str | None, decoding: dict | None, options: dict[str, Any]) -> DecodingConfig:
     """Validate a ``dare_model`` call; returns its DecodingConfig (model settings for the suite, then
     ``decoding``). Raises a DareError naming the first problem and its fix."""
+    if "max_out_len" in options:
+        raise ConfigError("max_out_len is DARE's decoding.gen_length; pass decoding=dict(gen_length=N) instead")
     known = model_keywords()
     for key in options:
         if key not in known:
             raise ConfigError(f"unexpected keyword {key}={options[key]!r}{did_you_mean(key, known)}; "
                               f"keywords: {', '.join(known)}")
-    if "max_out_len" in options:
-        raise ConfigError("max_out_len is DARE's decoding.gen_length; pass decoding=dict(gen_length=N) instead")
     engine_cls = engines.get(engine)  # an unknown engine: one line with did-you-mean
     model_path = options.get("model_path")
     needs_checkpoint = getattr(engine_cls, "needs_checkpoint", True)

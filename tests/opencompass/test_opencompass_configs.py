@@ -145,3 +145,13 @@ def test_the_inferencer_maps_prompts_to_sample_ids_without_benchmarks(tmp_path):
     DareGenInferencer(model, max_out_len=32, benchmark="countdown", output_json_filepath=str(tmp_path))
     assert [model.index.sample_id(r) for r in rendered] == [s.id for s in samples] == ids[::2]
     assert model.engine.ctx.sample_ids >= set(ids), "replay knows every id of the benchmark"
+
+
+def test_max_out_len_on_a_dare_model_points_at_gen_length():
+    from dare.backends.opencompass.configs import dare_model
+    from dare.backends.opencompass.validate import ConfigTimeError
+
+    with pytest.raises(ConfigTimeError, match=r"max_out_len is DARE's decoding.gen_length; pass decoding=dict\(gen_length=N\)"):
+        dare_model("torch", "tiny-llada", max_out_len=512)
+    config_cfg = dare_model("torch", "tiny-llada", decoding=dict(gen_length=64))
+    assert config_cfg["max_out_len"] == 64 and config_cfg["decoding"] == {"gen_length": 64}
