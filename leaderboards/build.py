@@ -17,6 +17,7 @@ from pathlib import Path
 from dare.harness.errors import InputError
 
 from . import curves, site
+from .comparability import REFERENCE_RULE
 from .exports import row_json, write_exports
 from .loading import LoadedRun, SkippedRun, load_runs
 from .samples import CellSamples, collect_run_samples
@@ -44,7 +45,7 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
     if not loaded.runs:
         roots = ", ".join(str(r) for r in run_roots)
         raise InputError(f"no valid run record (run.json) under {roots}; point --runs at dare-eval output folders")
-    tables = build_tables(loaded.runs)
+    tables = build_tables(loaded.runs, baseline)
     defaults = resolve_baseline(tables, baseline)
     stage = site.staging_dir(out)
     try:
@@ -58,7 +59,8 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
             "baseline": defaults,
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in loaded.skipped],
             "exports": write_exports(stage, tables),
-            "suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics,
+            "suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics, "extra": t.extra,
+                        "reference": t.baseline or REFERENCE_RULE,
                         "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]} for t in tables],
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
@@ -74,15 +76,10 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
 
 
 def resolve_baseline(tables: list[SuiteTable], wanted: str | None) -> dict[str, str]:
-    """Suite -> default baseline row: the row with that id, else the first untrained row of that model."""
+    """Suite -> the baseline row that :func:`~.table.pick_baseline` chose for ``wanted`` (an error if none)."""
     if not wanted:
         return {}
-    chosen: dict[str, str] = {}
-    for table in tables:
-        matches = [r for r in table.rows if r.id == wanted] or \
-                  sorted((r for r in table.rows if r.model == wanted), key=lambda r: r.training is not None)
-        if matches:
-            chosen[table.name] = matches[0].id
+    chosen = {table.name: table.baseline for table in tables if table.baseline}
     if not chosen:
         models = sorted({r.model for t in tables for r in t.rows})
         raise InputError(f"--baseline {wanted!r} matches no model or row; models: {', '.join(models)}")

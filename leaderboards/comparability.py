@@ -1,15 +1,20 @@
-"""Comparability guards: flag a cell whose identity differs from the rest of its column.
+"""Comparability guards: flag a cell whose identity differs from its column's reference cell.
 
-For every column (suite, benchmark) the reference is the most common value among its cells of each
-identity field (decoding ``config_hash``, data sha256, prompt template hash, verifier name + version).
-A cell that differs gets a flag that spells out the difference (for decoding: the differing fields).
-Execution-only differences (``batch_size``) get a minor flag: decoding is batch-invariant by contract,
-but a mismatch is still worth seeing. Partial and failed runs are flagged too.
+For every column (suite, benchmark) the reference is one cell, never a vote among them:
+
+* the baseline row's cell, when the build names a baseline (``--baseline``) and that row has the column;
+* otherwise the first cell in this order (:func:`reference_order`): untrained models before trained ones,
+  complete runs before partial and failed ones, the earliest ``created_at``, then the smallest run id.
+  A rerun or a new model added later thus never moves the reference of the cells already there.
+
+A cell whose identity fields (decoding ``config_hash``, data sha256, prompt template hash, verifier name
++ version) differ from the reference's gets a flag that spells out the difference (for decoding: the
+differing fields). Execution-only differences (``batch_size``) get a minor flag: decoding is
+batch-invariant by contract, but a mismatch is still worth seeing. Partial and failed runs are flagged too.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,13 +28,20 @@ IDENTITY_GUARDS: tuple[tuple[str, str, _IdentityReader], ...] = (
     ("prompt", "prompt template hash", lambda run, info: info.prompt_template_hash),
     ("verifier", "verifier", lambda run, info: f"{info.verifier} v{info.verifier_version}"),
 )
+STATUS_ORDER = {"complete": 0, "partial": 1, "failed": 2}
+REFERENCE_RULE = "the oldest complete run of an untrained model"
 
 
-def most_common(values: Sequence[str]) -> str:
-    """The majority value; ties go to the smallest value so the reference does not depend on input order."""
-    counts = Counter(values)
-    best = max(counts.values())
-    return min(v for v, c in counts.items() if c == best)
+def reference_order(run: RunRecord) -> tuple:
+    """Sort key of the stated rule: untrained first, complete first, oldest first, then run id."""
+    return (run.model.training is not None, STATUS_ORDER.get(run.status, 3), run.created_at, run.run_id)
+
+
+def reference_index(cells: Sequence[tuple[RunRecord, BenchmarkInfo]], baseline: int | None = None) -> int:
+    """Which cell of a column is its reference: ``baseline`` when given, else the rule's first."""
+    if baseline is not None:
+        return baseline
+    return min(range(len(cells)), key=lambda i: reference_order(cells[i][0]))
 
 
 def decoding_difference(cell: DecodingConfig, reference: DecodingConfig) -> str:
@@ -40,29 +52,33 @@ def decoding_difference(cell: DecodingConfig, reference: DecodingConfig) -> str:
     return ", ".join(parts) or "same fields, different hash"
 
 
-def column_flags(cells: Sequence[tuple[RunRecord, BenchmarkInfo]]) -> list[list[dict[str, Any]]]:
-    """Flags for each cell of one column, in input order. A flag is ``{"kind", "text", "severity"}``."""
+def column_flags(cells: Sequence[tuple[RunRecord, BenchmarkInfo]], baseline: int | None = None,
+                 ) -> list[list[dict[str, Any]]]:
+    """Flags for each cell of one column, in input order. A flag is ``{"kind", "text", "severity"}``.
+
+    ``baseline``: the index of the baseline row's cell, which then is the column's reference.
+    """
     flags: list[list[dict[str, Any]]] = [[] for _ in cells]
     if not cells:
         return flags
+    ref = reference_index(cells, baseline)
+    reference_run, reference_info = cells[ref]
+    whose = "the baseline's" if baseline is not None else f"the column reference's ({reference_run.run_id})"
     for kind, label, read in IDENTITY_GUARDS:
-        values = [read(run, info) for run, info in cells]
-        reference = most_common(values)
-        if all(v == reference for v in values):
-            continue
-        reference_run = next(run for (run, _), v in zip(cells, values) if v == reference)
-        for index, ((run, _info), value) in enumerate(zip(cells, values)):
+        reference = read(reference_run, reference_info)
+        for index, (run, info) in enumerate(cells):
+            value = read(run, info)
             if value == reference:
                 continue
             if kind == "decoding":
                 detail = decoding_difference(run.decoding, reference_run.decoding)
-                text = f"decoding differs from the column's most common config {reference}: {detail}"
+                text = f"decoding differs from {whose} config {reference}: {detail}"
             else:
-                text = f"{label} {_short(value)} differs from the column's most common {_short(reference)}"
+                text = f"{label} {_short(value)} differs from {whose} {_short(reference)}"
             flags[index].append({"kind": kind, "text": text, "severity": "major"})
-    batch_sizes = [str(run.decoding.batch_size) for run, _ in cells]
-    usual_batch = most_common(batch_sizes)
-    for index, ((run, info), batch) in enumerate(zip(cells, batch_sizes)):
+    usual_batch = str(reference_run.decoding.batch_size)
+    for index, (run, info) in enumerate(cells):
+        batch = str(run.decoding.batch_size)
         if batch != usual_batch:
             flags[index].append({
                 "kind": "batch",

@@ -50,12 +50,21 @@ def _points(curve: list[dict], key: str) -> list[tuple[float, float]]:
     return points[::stride] + ([points[-1]] if points and (len(points) - 1) % stride else [])
 
 
+def y_bounds(ys: list[float]) -> tuple[float, float]:
+    """The y-axis range: the data's, or for a constant series the span from min(0, v) to max(1, v).
+
+    Rewards and accuracies live in [0, 1], so a flat reward of 0.5 reads against 0..1 (where it sits),
+    not against an invented 0.5..1.5; a flat value outside [0, 1] still gets an axis that contains 0.
+    """
+    y0, y1 = min(ys), max(ys)
+    return (y0, y1) if y1 > y0 else (min(0.0, y0), max(1.0, y0))
+
+
 def _scale(points, width, height, pad, bounds=None):
     xs, ys = [p[0] for p in points], [p[1] for p in points]
     x0, x1 = min(xs), max(xs)
-    y0, y1 = bounds or (min(ys), max(ys))
+    y0, y1 = bounds or y_bounds(ys)
     x1 = x1 if x1 > x0 else x0 + 1
-    y1 = y1 if y1 > y0 else y0 + 1
     return [(pad[0] + (x - x0) / (x1 - x0) * (width - pad[0] - pad[1]),
              height - pad[2] - (y - y0) / (y1 - y0) * (height - pad[2] - pad[3])) for x, y in points], (x0, x1, y0, y1)
 

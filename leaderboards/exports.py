@@ -1,6 +1,6 @@
 """The table as plain data: the JSON the page embeds, and CSV/JSON exports written beside the HTML.
 
-The export is long-format (one line per row and benchmark, plus a ``mean`` line per row), because
+The export is long-format (one line per row, benchmark and shown metric, plus a ``mean`` line per row), because
 suites have different columns; ``pandas.read_csv(...).pivot(...)`` gives the wide table back.
 """
 
@@ -26,11 +26,13 @@ def cell_json(cell: Cell, shard: str | None) -> dict[str, Any]:
     return {
         "v": cell.value, "lo": cell.ci[0], "hi": cell.ci[1], "n": cell.n,
         "run": cell.run.key, "status": cell.run.record.status,
-        "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12],
+        "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12], "prompt": info.prompt_template_hash,
+        "bs": cell.run.record.decoding.batch_size,
         "verifier": f"{info.verifier} v{info.verifier_version}", "created": cell.run.record.created_at,
         "commit": str(cell.run.record.environment.get("git_commit") or "?")[:12]
         + (" (dirty)" if cell.run.record.environment.get("git_dirty") else ""),
         "flags": cell.flags, "samples": shard is not None, "others": cell.other_runs,
+        "more": {metric: list(values) for metric, values in cell.more.items()},
     }
 
 
@@ -54,13 +56,15 @@ def export_records(tables: list[SuiteTable]) -> list[dict[str, Any]]:
                 if cell is None:
                     continue
                 info = cell.run.record.benchmarks[bench]
-                records.append({**common, "benchmark": bench, "metric": cell.metric, "value": cell.value,
-                                "ci_low": cell.ci[0], "ci_high": cell.ci[1], "n": cell.n,
-                                "run_id": cell.run.record.run_id, "run_status": cell.run.record.status,
-                                "data_sha256": info.data_sha256,
-                                "verifier": f"{info.verifier} v{info.verifier_version}",
-                                "comparable": not any(f["severity"] == "major" for f in cell.flags),
-                                "flags": "; ".join(f["text"] for f in cell.flags)})
+                shown = [(cell.metric, (cell.value, *cell.ci, cell.n)), *cell.more.items()]
+                for metric, (value, low, high, n) in shown:
+                    records.append({**common, "benchmark": bench, "metric": metric, "value": value,
+                                    "ci_low": low, "ci_high": high, "n": n,
+                                    "run_id": cell.run.record.run_id, "run_status": cell.run.record.status,
+                                    "data_sha256": info.data_sha256,
+                                    "verifier": f"{info.verifier} v{info.verifier_version}",
+                                    "comparable": not any(f["severity"] == "major" for f in cell.flags),
+                                    "flags": "; ".join(f["text"] for f in cell.flags)})
             mean = row.mean or {}
             ci = mean.get("ci") or [None, None]
             records.append({**common, "benchmark": "mean", "metric": "macro mean", "value": mean.get("value"),
@@ -78,7 +82,8 @@ def write_exports(site: Path, tables: list[SuiteTable]) -> dict[str, str]:
         writer = csv.DictWriter(handle, fieldnames=EXPORT_COLUMNS)
         writer.writeheader()
         writer.writerows(records)
-    document = {"suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics} for t in tables],
+    document = {"suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics, "extra": t.extra}
+                           for t in tables],
                 "rows": records}
     (site / "leaderboard.json").write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
     return {"csv": "leaderboard.csv", "json": "leaderboard.json"}

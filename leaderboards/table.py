@@ -4,7 +4,8 @@ Pure data, built from validated run records only. A row may be backed by several
 benchmark, or reruns); for each benchmark the cell shows the best run: complete before partial
 before failed, newest first. The suite mean is the macro mean of the cells' primary metric, and only
 when every benchmark of the suite has a cell; otherwise the row is marked partial instead of averaging
-what happens to be there.
+what happens to be there. A column shows its primary metric; the other ``pass@k`` of a k > 1 run
+(pass@2, ...) get columns of their own beside it (``SuiteTable.extra``), for display and export only.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ PRIMARY_METRICS = ("accuracy", "pass@1", "partial_credit")
 SAMPLE_FIELD_OF_METRIC = {"accuracy": "passed", "partial_credit": "score"}
 STATUS_RANK = {"complete": 0, "partial": 1, "failed": 2}
 Z95 = 1.959963984540054
+# Every DARE metric is a mean of per-sample scores in [0, 1], so a mean's interval is clipped to it.
+METRIC_RANGE = (0.0, 1.0)
+
+
+def training_run(training: dict[str, Any] | None) -> str | None:
+    """The training run a trained checkpoint came from: dare-train writes ``run`` (trainers/evaluate.py);
+    ``run_id`` is read too, for records written by other tools."""
+    training = training or {}
+    return training.get("run") or training.get("run_id")
 
 
 def primary_metric(names: list[str]) -> str:
@@ -50,6 +60,7 @@ class Cell:
     n: int
     flags: list[dict[str, Any]] = field(default_factory=list)
     other_runs: int = 0  # runs of the same row and benchmark that this cell's run superseded
+    more: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)  # pass@k, k > 1: (v, lo, hi, n)
 
 
 @dataclass
@@ -90,7 +101,7 @@ class Row:
             "family": record.model.architecture or record.model.name.split("-")[0],
             "fingerprint": record.model.fingerprint,
             "algorithm": training.get("algorithm") or "base",
-            "training_run": training.get("run_id"),
+            "training_run": training_run(training),
             "training_step": training.get("step"),
             "base_model": training.get("base_model"),
             "base_row": self.base_row,
@@ -111,31 +122,53 @@ class SuiteTable:
     benchmarks: list[str]
     metrics: dict[str, str]  # benchmark -> the metric its column shows
     rows: list[Row]
+    extra: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> pass@k (k > 1) columns beside it
+    baseline: str | None = None  # the baseline row's id, which is also every column's comparability reference
 
 
 def row_id(run: LoadedRun) -> str:
     record = run.record
     training = record.model.training or {}
     identity = [record.suite, record.model.name, record.model.fingerprint, record.decoding.config_hash(),
-                training.get("run_id"), training.get("step")]
+                training_run(training), training.get("step")]
     return f"{slug(record.model.name, 24)}-{hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:10]}"
 
 
-def build_tables(runs: list[LoadedRun]) -> list[SuiteTable]:
-    """Group runs by suite and row, pick one run per cell, compute means, flags and base-model links."""
+def build_tables(runs: list[LoadedRun], baseline: str | None = None) -> list[SuiteTable]:
+    """Group runs by suite and row, pick one run per cell, compute means, flags and base-model links.
+
+    ``baseline``: a row id or model name (:func:`pick_baseline`); its row is each suite's baseline.
+    """
     by_suite: dict[str, dict[str, Row]] = defaultdict(dict)
     for run in runs:
         rows = by_suite[run.record.suite]
         rid = row_id(run)
         rows.setdefault(rid, Row(rid, run.record.suite, [])).runs.append(run)
-    return [_suite_table(name, list(rows.values())) for name, rows in sorted(by_suite.items())]
+    return [_suite_table(name, list(rows.values()), baseline) for name, rows in sorted(by_suite.items())]
 
 
-def _suite_table(name: str, rows: list[Row]) -> SuiteTable:
+def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
+    """The row with id ``wanted``, else the model ``wanted``'s untrained row with the best suite mean
+    (the first of its rows in the table's default order); trained rows of that name only without one."""
+    if not wanted:
+        return None
+    matches = [r for r in rows if r.id == wanted] or \
+        sorted((r for r in rows if r.model == wanted), key=lambda r: (r.training is not None, _default_order(r)))
+    return matches[0] if matches else None
+
+
+def _pass_at_k(name: str) -> int:
+    return int(name[5:]) if name.startswith("pass@") and name[5:].isdigit() else 0
+
+
+def _suite_table(name: str, rows: list[Row], wanted: str | None = None) -> SuiteTable:
     benchmarks = sorted({b for row in rows for run in row.runs for b in run.record.metrics})
     metric_names = {b: sorted({m for row in rows for run in row.runs for m in run.record.metrics.get(b, {})})
                     for b in benchmarks}
     metrics = {b: primary_metric(names) for b, names in metric_names.items()}
+    extra = {b: sorted((m for m in names if _pass_at_k(m) > 1 and m != metrics[b]), key=_pass_at_k)
+             for b, names in metric_names.items()}
+    extra = {b: names for b, names in extra.items() if names}
     for row in rows:
         # Newest first, then (stable) complete before partial before failed.
         row.runs.sort(key=lambda r: (r.record.created_at, r.key), reverse=True)
@@ -147,18 +180,22 @@ def _suite_table(name: str, rows: list[Row]) -> SuiteTable:
                 continue
             best = candidates[0]
             value = best.record.metrics[bench][metrics[bench]]
+            more = {m: (v.value, *v.ci, v.n) for m in extra.get(bench, [])
+                    if (v := best.record.metrics[bench].get(m)) is not None}
             row.cells[bench] = Cell(best, bench, metrics[bench], value.value, tuple(value.ci), value.n,
-                                    other_runs=len(candidates) - 1)
-    for bench in benchmarks:
-        column = [row.cells[bench] for row in rows if bench in row.cells]
-        infos = [(c.run.record, c.run.record.benchmarks[bench]) for c in column]
-        for cell, flags in zip(column, column_flags(infos)):
-            cell.flags = flags
+                                    other_runs=len(candidates) - 1, more=more)
     for row in rows:
         row.mean = suite_mean(row, benchmarks)
+    base = pick_baseline(rows, wanted)
+    for bench in benchmarks:
+        column_rows = [row for row in rows if bench in row.cells]
+        infos = [(r.cells[bench].run.record, r.cells[bench].run.record.benchmarks[bench]) for r in column_rows]
+        reference = column_rows.index(base) if base in column_rows else None
+        for row, flags in zip(column_rows, column_flags(infos, reference)):
+            row.cells[bench].flags = flags
     _link_base_models(rows)
     rows.sort(key=_default_order)
-    return SuiteTable(name, benchmarks, metrics, rows)
+    return SuiteTable(name, benchmarks, metrics, rows, extra, base.id if base else None)
 
 
 def _default_order(row: Row) -> tuple:
@@ -171,7 +208,9 @@ def suite_mean(row: Row, benchmarks: list[str]) -> dict[str, Any]:
     """Macro mean over benchmarks with a normal-approximation CI from the per-benchmark intervals.
 
     Each benchmark's standard error is read back from its 95% interval (width / 2z) and the benchmarks
-    are treated as independent. Missing benchmarks make the mean ``None`` and list what is missing.
+    are treated as independent; the interval is clipped to :data:`METRIC_RANGE` (a mean of 99.6% with a
+    0.5-point half-width reads [99.1, 100], not [99.1, 100.1]). Missing benchmarks make the mean ``None``
+    and list what is missing.
     """
     missing = [b for b in benchmarks if b not in row.cells]
     n = sum(c.n for c in row.cells.values())
@@ -180,7 +219,8 @@ def suite_mean(row: Row, benchmarks: list[str]) -> dict[str, Any]:
     cells = [row.cells[b] for b in benchmarks]
     value = sum(c.value for c in cells) / len(cells)
     se = math.sqrt(sum(((c.ci[1] - c.ci[0]) / (2 * Z95)) ** 2 for c in cells)) / len(cells)
-    return {"value": value, "ci": [value - Z95 * se, value + Z95 * se], "n": n, "missing": []}
+    low, high = METRIC_RANGE
+    return {"value": value, "ci": [max(low, value - Z95 * se), min(high, value + Z95 * se)], "n": n, "missing": []}
 
 
 def _link_base_models(rows: list[Row]) -> None:

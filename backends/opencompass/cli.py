@@ -5,7 +5,9 @@ by its dotted name. When one cannot be imported there (a model class defined nex
 package missing from that environment), the task logs a KeyError, and the CLI still exits 0 with ``-`` for
 every score. This wrapper checks, before launching, that every type imports in a fresh interpreter of this
 environment (exit 2 with one line naming it), runs OpenCompass's own ``main``, then checks that every
-(model, dataset) pair has a results file with scores (exit 1 naming the pairs and the log folder).
+(model, dataset) pair has a results file with scores (exit 1 naming the pairs and the log folder). With
+``-r`` / ``--reuse`` the checked folder is the reused one. Before launching it says on stderr which
+datasets' ``max_out_len`` a DARE model replaces by its ``gen_length``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ for ref in json.loads(sys.argv[1]):
         bad.append([ref, why])
 print(json.dumps(bad))
 """
+
+
+LAZY_IMPORT_FIX = ("mmengine reads a config with a top-level import of a package in 'lazy' mode, where imported "
+                   "functions cannot be called; import the builders inside the base block instead: "
+                   "`with read_base(): from dare.opencompass import dare_datasets, dare_model`")
 
 
 class OpenCompassRunFailed(DareError):
@@ -86,6 +93,46 @@ def check_results(work_dir: Path, config) -> None:
                                    f"{' and more' if len(missing) > 5 else ''}; see the task logs in {work_dir / 'logs'}")
 
 
+def option(argv: list[str], *names: str, const: str | None = None) -> str | None:
+    """The value of an OpenCompass option (``-r X``, ``--reuse=X``; ``const`` when given bare), else None."""
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name:
+                follows = argv[i + 1] if i + 1 < len(argv) else None
+                return follows if follows is not None and not follows.startswith("-") else const
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def run_folder(work_root: Path, before: set[Path], reuse: str | None) -> Path | None:
+    """The folder OpenCompass wrote this time: a new one, else (``--reuse``) the reused one."""
+    runs = sorted(set(work_root.iterdir()) - before) if work_root.is_dir() else []
+    if runs:
+        return runs[-1]
+    if reuse and work_root.is_dir():
+        if reuse == "latest":
+            folders = sorted(p for p in work_root.iterdir() if p.is_dir())
+            return folders[-1] if folders else None
+        return work_root / reuse if (work_root / reuse).is_dir() else None
+    return None
+
+
+def length_notices(config) -> list[str]:
+    """One line per (DARE model, dataset) whose ``max_out_len`` the model's ``gen_length`` replaces."""
+    notes = []
+    for model in config.get("models", []):
+        if not str(model.get("type", "")).endswith("DareModel") or model.get("max_out_len") is None:
+            continue
+        for dataset in config.get("datasets", []):
+            asked = (dataset.get("infer_cfg") or {}).get("inferencer", {}).get("max_out_len")
+            if asked is not None and asked != model["max_out_len"]:
+                notes.append(f"note: {model.get('abbr')} decodes gen_length={model['max_out_len']} tokens on "
+                             f"{dataset.get('abbr')}, not its max_out_len={asked} (DARE's decoding setting wins; "
+                             "set decoding=dict(gen_length=...) in dare_model to change it)")
+    return notes
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -96,18 +143,25 @@ def main(argv: list[str] | None = None) -> int:
 
         if not Path(argv[0]).is_file():
             raise InputError(f"config file {argv[0]} does not exist")
-        config = Config.fromfile(argv[0])
+        try:
+            config = Config.fromfile(argv[0])
+        except RuntimeError as exc:
+            if str(exc):
+                raise
+            raise InputError(f"{argv[0]}: {LAZY_IMPORT_FIX}") from None
         check_fresh_imports(dotted_types(config.to_dict()))
-        work_root = Path(argv[argv.index("-w") + 1] if "-w" in argv else config.get("work_dir", "outputs/default"))
+        for note in length_notices(config):
+            sys.stderr.write(note + "\n")
+        work_root = Path(option(argv, "-w", "--work-dir") or config.get("work_dir", "outputs/default"))
         before = set(work_root.iterdir()) if work_root.is_dir() else set()
         from opencompass.cli.main import main as opencompass_main  # 4 s of imports: only once the checks pass
 
         sys.argv = ["opencompass", *argv]
         opencompass_main()
-        runs = sorted(set(work_root.iterdir()) - before) if work_root.is_dir() else []
-        if not runs:
+        folder = run_folder(work_root, before, option(argv, "-r", "--reuse", const="latest"))
+        if folder is None:
             raise OpenCompassRunFailed(f"OpenCompass created no run folder under {work_root}")
-        check_results(runs[-1], config)
+        check_results(folder, config)
     except DareError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return exc.exit_code

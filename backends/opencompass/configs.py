@@ -1,8 +1,10 @@
 """Config builders for OpenCompass's own CLI (``opencompass my_eval.py``) over DARE models and benchmarks::
 
-    from dare.backends.opencompass.configs import dare_datasets, dare_model
+    from mmengine.config import read_base
+    with read_base():                                          # a config imports them through dare.opencompass
+        from dare.opencompass import dare_datasets, dare_model
     datasets = dare_datasets("planning")                       # DARE data, prompts and verifiers
-    models = [dare_model("torch", "tiny-llada", benchmarks=["countdown", "sudoku"])]
+    models = [dare_model("torch", "tiny-llada")]
 
 Types are dotted paths (``dare.backends.opencompass.model.DareModel``), which OpenCompass's registries
 resolve by import, in this process and in its task subprocesses alike; class objects would not survive
@@ -16,7 +18,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from opencompass.openicl.icl_inferencer import GenInferencer
 from opencompass.openicl.icl_prompt_template import PromptTemplate
 from opencompass.openicl.icl_retriever import ZeroRetriever
 
@@ -26,7 +27,9 @@ from dare.harness.rundir import slug
 
 from .dataset import ID_COLUMN, DareBenchmarkDataset, message_columns, prompt_template
 from .evaluator import DareVerifierEvaluator
+from .inferencer import DareGenInferencer
 from .model import DareModel
+from .validate import at_config_time, check_model
 
 
 def dotted(cls: type) -> str:
@@ -34,6 +37,7 @@ def dotted(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+@at_config_time("dare_dataset")
 def dare_dataset(benchmark: str, limit: int | None = None, verifier_options: dict | None = None,
                  abbr: str | None = None) -> dict[str, Any]:
     """OpenCompass dataset config of one DARE benchmark (DARE's data, prompt template and verifier)."""
@@ -42,21 +46,25 @@ def dare_dataset(benchmark: str, limit: int | None = None, verifier_options: dic
         abbr=abbr or f"dare-{benchmark}", type=dotted(DareBenchmarkDataset), benchmark=benchmark, limit=limit,
         reader_cfg=dict(input_columns=message_columns(benchmark), output_column=ID_COLUMN),
         infer_cfg=dict(prompt_template=dict(type=dotted(PromptTemplate), template=prompt_template(benchmark)),
-                       retriever=dict(type=dotted(ZeroRetriever)), inferencer=dict(type=dotted(GenInferencer))),
+                       retriever=dict(type=dotted(ZeroRetriever)), inferencer=dict(type=dotted(DareGenInferencer), benchmark=benchmark)),
         eval_cfg=dict(evaluator=dict(type=dotted(DareVerifierEvaluator), benchmark=benchmark,
                                      options=dict(verifier_options or {}))),
     )
 
 
+@at_config_time("dare_datasets")
 def dare_datasets(suite: str, limit: int | None = None, verifier_options: dict | None = None) -> list[dict[str, Any]]:
     """Dataset configs of every benchmark of a DARE suite (or of one benchmark)."""
     return [dare_dataset(b, limit, verifier_options) for b in cfg.suite(suite).benchmarks]
 
 
+@at_config_time("dare_model")
 def dare_model(engine: str = "torch", model: str | None = None, *, abbr: str | None = None, decoding: dict | None = None,
                batch_size: int | None = None, num_gpus: int = 0, **options: Any) -> dict[str, Any]:
     """OpenCompass model config of a DARE engine; ``options`` go to :class:`DareModel` (model_path, suite,
-    benchmarks, engine_options, completions, device, limit)."""
+    benchmarks, engine_options, completions, device, limit). Every argument is checked here, while the
+    config file is read (:func:`~.validate.check_model`): a typo stops OpenCompass with one line."""
+    check_model(engine, model, decoding, options)
     spec = cfg.model(model) if model and model in cfg.names("models") else None
     settings = {**(spec.decoding_for(options.get("suite") or "default") if spec else {}), **(decoding or {})}
     return dict(

@@ -82,13 +82,21 @@ class SampleIndex:
         self._ids: dict[str, list[str]] = defaultdict(list)
         self._next: dict[str, int] = defaultdict(int)
         self.sample_ids: set[str] = set()
+        self.benchmarks: list[str] = []
         for name in benchmarks:
-            spec = cfg.benchmark(name)
-            tmpl = template(spec.prompt)
-            samples = load_samples(spec.data)
-            self.sample_ids.update(s.id for s in samples)  # every id, so replay can tell unknown from limited
-            for sample in samples[:limit] if limit is not None else samples:
-                self._ids[prompt_hash(tmpl.render(sample))].append(sample.id)
+            self.add(name, limit)
+
+    def add(self, name: str, limit: int | None = None) -> None:
+        """Index the samples of benchmark ``name`` (the first ``limit``); a benchmark already there is skipped."""
+        if name in self.benchmarks:
+            return
+        self.benchmarks.append(name)
+        spec = cfg.benchmark(name)
+        tmpl = template(spec.prompt)
+        samples = load_samples(spec.data)
+        self.sample_ids.update(s.id for s in samples)  # every id, so replay can tell unknown from limited
+        for sample in samples[:limit] if limit is not None else samples:
+            self._ids[prompt_hash(tmpl.render(sample))].append(sample.id)
 
     def sample_id(self, messages: Sequence[Message]) -> str:
         digest = prompt_hash(messages)

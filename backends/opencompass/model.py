@@ -9,18 +9,22 @@ Registered in ``opencompass.registry.MODELS`` on import, so an OpenCompass confi
 The engine is built by registry name with an :class:`~dare.harness.engine.EngineContext`; decoding is the
 model config's own settings, then the engine's defaults, then ``decoding``, validated into one frozen
 :class:`~dare.harness.records.DecodingConfig`. ``decoding.gen_length`` is the generated length: the
-``max_out_len`` OpenCompass passes is logged when it differs and otherwise ignored, because for a diffusion
-model the canvas length changes the answer and belongs to the comparable decoding settings.
+``max_out_len`` OpenCompass passes (a stock dataset's) is ignored, because for a diffusion model the
+canvas length changes the answer and belongs to the comparable decoding settings; the first time it
+differs, OpenCompass's own logger says so (the task's log under ``logs/infer/``), and
+``python -m dare.backends.opencompass`` says it on the console before launching.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from opencompass.models.base import BaseModel
 from opencompass.registry import MODELS
+from opencompass.utils import get_logger
 
 from dare.harness import config as cfg
 from dare.harness.engine import EngineContext, GenerationRequest, request_seed
@@ -51,7 +55,7 @@ class DareModel(BaseModel):
                  max_seq_len: int = 1 << 20, meta_template: dict | None = None, **unused: Any):
         if unused:
             log.debug("DareModel ignores OpenCompass options %s", sorted(unused))
-        self.index = SampleIndex(benchmarks, limit)
+        self.index, self.index_limit, self._ctx, self._prepared = SampleIndex(benchmarks, limit), limit, None, False
         if isinstance(engine, str):
             engine = self._build_engine(engine, model, model_path, completions, device, engine_options or {})
         self.engine = engine
@@ -60,8 +64,16 @@ class DareModel(BaseModel):
                          max_seq_len=max_seq_len, meta_template=meta_template,
                          generation_kwargs={"num_return_sequences": self.decoding.num_samples})
         self.generations: dict[tuple[str, int], Generation] = {}
-        self._prepared = False
         self._warned_length = False
+
+    def add_benchmark(self, name: str) -> None:
+        """Map the prompts of DARE benchmark ``name`` back to their sample ids (DareGenInferencer calls it)."""
+        self.index.add(name, self.index_limit)
+        ctx = getattr(self.engine, "ctx", None)
+        if ctx is not None and ctx is self._ctx and not self._prepared:
+            # The engine this model built has not seen a request yet: let it know the benchmark's ids too
+            # (replay tells an unknown id from one outside the limit by them).
+            self.engine.ctx = self._ctx = replace(ctx, sample_ids=frozenset(self.index.sample_ids))
 
     def _build_engine(self, name: str, model: str | None, model_path: str | None, completions: str | None,
                       device: str | None, options: dict):
@@ -70,6 +82,7 @@ class DareModel(BaseModel):
         ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
                             completions=Path(completions) if completions else None, device=device,
                             options=options, sample_ids=frozenset(self.index.sample_ids))
+        self._ctx = ctx
         return engine_cls(ctx)
 
     def _decoding(self, decoding: dict | DecodingConfig | None, model: str | None, suite: str | None) -> DecodingConfig:
@@ -91,8 +104,9 @@ class DareModel(BaseModel):
     def generate(self, inputs: list[Any], max_out_len: int, **kwargs: Any) -> list[str]:
         """k = ``decoding.num_samples`` texts per input, input-major (what OpenCompass groups back)."""
         if max_out_len and max_out_len != self.decoding.gen_length and not self._warned_length:
-            log.info("OpenCompass asks for max_out_len=%s; DARE decodes gen_length=%s tokens (the decoding setting wins)",
-                     max_out_len, self.decoding.gen_length)
+            get_logger().warning(  # OpenCompass's logger: this lands in the task's log, where users look
+                f"{self.engine.name} engine: the dataset asks for max_out_len={max_out_len}; DARE decodes "
+                f"gen_length={self.decoding.gen_length} tokens (set decoding=dict(gen_length=...) in dare_model to change it)")
             self._warned_length = True
         requests = []
         for prompt in inputs:

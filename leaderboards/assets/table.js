@@ -37,6 +37,8 @@
   function sortValue(row, key) {
     if (key === "mean") return row.mean ? row.mean.value : null;
     if (key === "model" || key === "decoding" || key === "algorithm" || key === "backend") return row[key];
+    var extra = key.split("|");  // "humaneval|pass@2": a pass@k column beside its benchmark's
+    if (extra.length === 2) return row.cells[extra[0]] && row.cells[extra[0]].more[extra[1]] ? row.cells[extra[0]].more[extra[1]][0] : null;
     return row.cells[key] ? row.cells[key].v : null;
   }
 
@@ -61,7 +63,10 @@
   function header(suite, state) {
     var columns = [["", null], ["Model", "model"], ["Algorithm", "algorithm"], ["Backend", "backend"],
       ["Decoding", "decoding"], ["Training", null]];
-    suite.benchmarks.forEach(function (b) { columns.push([b + " · " + suite.metrics[b], b]); });
+    suite.benchmarks.forEach(function (b) {
+      columns.push([b + " · " + suite.metrics[b], b]);
+      (suite.extra[b] || []).forEach(function (m) { columns.push([b + " · " + m, b + "|" + m]); });
+    });
     columns.push(["Suite mean", "mean"]);
     var tr = el("tr", {}, columns.map(function (col) {
       if (!col[1]) return el("th", { text: col[0] });
@@ -107,22 +112,57 @@
       parts: [el("span", { class: "v", text: "Δ " + DARE.signed(mine - theirs) }), el("span", { class: "n", text: "unpaired" })] };
   }
 
+  // The build flags each cell against its column's reference (the --baseline row, else a stated rule).
+  // A baseline picked on the page becomes the reference instead: identity flags are recomputed against
+  // its cell; status flags (partial, failed, subset) stay as built.
+  var IDENTITY = [["decoding", "dh", "decoding"], ["data", "data", "data sha256"], ["prompt", "prompt", "prompt template hash"],
+    ["verifier", "verifier", "verifier"]];
+
+  function cellFlags(row, bench, ctx) {
+    var cell = row.cells[bench];
+    var ref = ctx.base && ctx.base.id !== ctx.reference ? ctx.base.cells[bench] : null;
+    if (!ref) return cell.flags;
+    var kinds = IDENTITY.map(function (g) { return g[0]; }).concat(["batch"]);
+    var flags = cell.flags.filter(function (f) { return kinds.indexOf(f.kind) < 0; });
+    IDENTITY.forEach(function (g) {
+      if (cell[g[1]] === ref[g[1]]) return;
+      var text = g[0] === "decoding"
+        ? "decoding " + cell.dh.slice(0, 12) + " differs from the baseline's " + ref.dh.slice(0, 12) + ": " + row.decoding +
+          " (baseline: " + ctx.base.decoding + ")"
+        : g[2] + " " + cell[g[1]] + " differs from the baseline's " + ref[g[1]];
+      flags.push({ kind: g[0], severity: "major", text: text });
+    });
+    if (cell.bs !== ref.bs) {
+      flags.push({ kind: "batch", severity: "minor", text: "batch_size " + cell.bs + " (baseline: " + ref.bs + "); execution only, not part of the config hash" });
+    }
+    return flags;
+  }
+
   function benchCell(row, bench, ctx) {
     var cell = row.cells[bench];
     if (!cell) return el("td", { class: "missing", text: "—", title: "no run of this row covers " + bench });
+    var flags = cellFlags(row, bench, ctx);
     var content = valueCell(cell.v, cell.lo, cell.hi, cell.n), cls = "cell", title = "";
     if (ctx.base && ctx.base.id !== row.id) {
       var d = deltaCell(((ctx.pairs || {})[row.id] || {})[bench], row, ctx.base, bench);
       if (d) { content = d.parts; cls += " " + d.cls; title = d.title + "\n"; }
     }
-    var major = cell.flags.some(function (f) { return f.severity === "major"; });
+    var major = flags.some(function (f) { return f.severity === "major"; });
     title += DARE.pct(cell.v) + " [" + DARE.pct(cell.lo) + ", " + DARE.pct(cell.hi) + "] (bootstrap 95% CI) n=" + cell.n +
       "\nrun " + cell.run + " (" + cell.status + ", " + cell.created + "), commit " + cell.commit +
       "\ndecoding " + cell.dh + ", data " + cell.data + ", verifier " + cell.verifier +
-      cell.flags.map(function (f) { return "\n⚠ " + f.text; }).join("");
+      flags.map(function (f) { return "\n⚠ " + f.text; }).join("");
     return el("td", { class: cls + (major ? " noncomparable" : ""), title: title, dataset: { bench: bench } }, [
       el("button", { class: "open", type: "button", onclick: function () { DARE.setState({ run: cell.run, bench: bench, vf: "all", vq: "", vp: "0" }); } },
-        content.concat(flagBadges(cell.flags)))]);
+        content.concat(flagBadges(flags)))]);
+  }
+
+  function extraCell(row, bench, metric) {
+    var values = row.cells[bench] && row.cells[bench].more[metric];
+    if (!values) return el("td", { class: "missing", text: "—", title: "no " + metric + " for " + bench + " in this row (k too small)" });
+    return el("td", { class: "cell more", dataset: { bench: bench, metric: metric },
+      title: metric + " (unbiased estimator) " + DARE.pct(values[0]) + " [" + DARE.pct(values[1]) + ", " + DARE.pct(values[2]) + "] n=" + values[3] },
+      valueCell(values[0], values[1], values[2], values[3]));
   }
 
   function meanCell(row, ctx) {
@@ -146,8 +186,9 @@
     return el("td", { class: "training" }, [
       row.spark ? DARE.svg(row.spark, "spark-holder") : null,
       el("div", { class: "small", text: row.algorithm + (row.training_step !== null ? " @ step " + row.training_step : "") }),
-      base ? el("a", { href: "#", class: "base-link", title: "show the base model's row", onclick: function (e) {
-        e.preventDefault(); highlight(base.id); } }, ["base: " + base.model]) : el("div", { class: "small", text: "base: " + (row.base_model || "?") }),
+      // The link and the button each get a line of their own (block boxes): side by side they overlapped.
+      base ? el("div", { class: "base-line" }, [el("a", { href: "#", class: "base-link", title: "show the base model's row", onclick: function (e) {
+        e.preventDefault(); highlight(base.id); } }, ["base: " + base.model])]) : el("div", { class: "small", text: "base: " + (row.base_model || "?") }),
       base ? el("button", { type: "button", class: "vs-base", onclick: function () { DARE.setState({ baseline: base.id }); } }, ["Δ vs base"]) : null]);
   }
 
@@ -159,11 +200,16 @@
     setTimeout(function () { tr.classList.remove("flash"); }, 1500);
   }
 
+  function referenceText(suite) {
+    var rows = suite.rows.filter(function (r) { return r.id === suite.reference; });
+    return rows.length ? "the build's baseline “" + rows[0].model + "”" : suite.reference;
+  }
+
   function render(state, suite, pairs) {
     var rowsById = {};
     suite.rows.forEach(function (r) { rowsById[r.id] = r; });
     var base = rowsById[state.baseline] || null;
-    var ctx = { base: base, pairs: pairs };
+    var ctx = { base: base, pairs: pairs, reference: suite.reference };
     var rows = ordered(suite.rows.filter(function (r) { return matches(r, state); }), state);
     var table = $("table");
     table.tHead.replaceChildren(header(suite, state));
@@ -187,14 +233,18 @@
         el("td", { class: "decoding", title: "DecodingConfig hash " + row.decoding_hash }, [row.decoding,
           el("div", { class: "hash", text: row.decoding_hash })]),
         trainingCell(row, rowsById)];
-      suite.benchmarks.forEach(function (b) { cells.push(benchCell(row, b, ctx)); });
+      suite.benchmarks.forEach(function (b) {
+        cells.push(benchCell(row, b, ctx));
+        (suite.extra[b] || []).forEach(function (m) { cells.push(extraCell(row, b, m)); });
+      });
       cells.push(meanCell(row, ctx));
       return el("tr", { class: cls, dataset: { row: row.id, group: row.group } }, cells);
     }));
     $("empty").hidden = rows.length > 0;
     $("legend").textContent = base
-      ? "Δ = row minus baseline “" + base.model + "” in points, paired on shared samples, [bootstrap 95% CI]; * = significant at 5% (exact McNemar test for pass/fail verdicts, else the CI excludes 0)."
-      : "Cells: value in %, [bootstrap 95% CI], n. Hatched cells are not comparable with their column (hover for the difference). Click a cell for its run and samples.";
+      ? "Δ = row minus baseline “" + base.model + "” in points, paired on shared samples, [bootstrap 95% CI]; * = significant at 5% (exact McNemar test for pass/fail verdicts, else the CI excludes 0). Hatched cells are not comparable with the baseline's."
+      : "Cells: value in %, [bootstrap 95% CI], n. Hatched cells are not comparable with their column's reference, " + referenceText(suite) +
+        " (hover for the difference). Click a cell for its run and samples.";
   }
 
   DARE.views.board = function (state) {

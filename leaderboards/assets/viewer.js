@@ -15,24 +15,58 @@
     return s.passed ? "pass" : "fail";
   }
 
+  // Any JSON value as something to read: objects as nested key/value tables, lists of plain values as
+  // bullet lists, multi-line strings in <pre> (real line breaks, never a literal "\n").
+  function valueNode(v) {
+    if (v === null || v === undefined) return el("code", { text: "—" });
+    if (Array.isArray(v)) {
+      if (v.every(function (x) { return x === null || typeof x !== "object"; })) {
+        return v.length ? el("ul", {}, v.map(function (x) { return el("li", {}, [valueNode(x)]); })) : el("code", { text: "[]" });
+      }
+      return el("ol", {}, v.map(function (x) { return el("li", {}, [valueNode(x)]); }));
+    }
+    if (typeof v === "object") {
+      var keys = Object.keys(v).sort();
+      if (!keys.length) return el("code", { text: "{}" });
+      return el("table", { class: "nested" }, keys.map(function (k) {
+        return el("tr", {}, [el("th", { text: k }), el("td", {}, [valueNode(v[k])])]);
+      }));
+    }
+    if (typeof v === "string" && v.indexOf("\n") >= 0) return el("pre", { text: v });
+    return el("code", { text: String(v) });
+  }
+
   function keyValues(title, object) {
     var rows = Object.keys(object || {}).sort().map(function (k) {
-      var v = object[k];
-      var text = v !== null && typeof v === "object" ? JSON.stringify(v) : String(v);
-      return el("tr", {}, [el("th", { text: k }), el("td", {}, [el("code", { text: text })])]);
+      return el("tr", {}, [el("th", { text: k }), el("td", {}, [valueNode(object[k])])]);
     });
     return el("section", { class: "kv" }, [el("h3", { text: title }), el("table", {}, rows.length ? rows : [el("tr", {}, [el("td", { text: "(none)" })])])]);
   }
 
+  var COUNT_KEYS = ["scored", "error", "unscored", "generated", "cached"];
+
+  function countsTable(counts) {
+    var benches = Object.keys(counts || {}).sort();
+    if (!benches.length) return null;
+    var keys = COUNT_KEYS.slice();
+    benches.forEach(function (b) { Object.keys(counts[b]).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
+    return el("section", { class: "kv" }, [el("h3", { text: "Counts" }), el("table", { class: "counts" },
+      [el("tr", {}, [el("th", { text: "benchmark" })].concat(keys.map(function (k) { return el("th", { text: k }); })))].concat(
+        benches.map(function (b) {
+          return el("tr", {}, [el("td", { text: b })].concat(keys.map(function (k) {
+            return el("td", { text: counts[b][k] === undefined ? "—" : String(counts[b][k]) });
+          })));
+        })))]);
+  }
+
   function metricsTable(record, files) {
-    var head = el("tr", {}, ["benchmark", "metric", "value", "95% CI", "n", "counts", "samples"].map(function (t) { return el("th", { text: t }); }));
+    var head = el("tr", {}, ["benchmark", "metric", "value", "95% CI", "n", "samples"].map(function (t) { return el("th", { text: t }); }));
     var rows = [];
     Object.keys(record.metrics).sort().forEach(function (bench) {
       Object.keys(record.metrics[bench]).sort().forEach(function (metric) {
         var m = record.metrics[bench][metric];
         rows.push(el("tr", {}, [el("td", { text: bench }), el("td", { text: metric }), el("td", { text: DARE.pct(m.value) }),
           el("td", { text: "[" + DARE.pct(m.ci[0]) + ", " + DARE.pct(m.ci[1]) + "]" }), el("td", { text: String(m.n) }),
-          el("td", { text: JSON.stringify((record.counts || {})[bench] || {}) }),
           el("td", {}, [files[bench] ? el("a", { href: "#", onclick: function (e) { e.preventDefault(); DARE.setState({ bench: bench, vf: "all", vq: "", vp: "0" }); } }, ["view " + files[bench].lines]) : "none"])]));
       });
     });
@@ -43,8 +77,8 @@
     return el("section", { class: "kv" }, [el("h3", { text: "Benchmark " + info.name }),
       el("table", {}, [["data file", info.data_file], ["data sha256", info.data_sha256], ["version", info.version],
         ["samples used", info.n_used + " of " + info.n_total], ["verifier", info.verifier + " v" + info.verifier_version],
-        ["verifier args", JSON.stringify(info.verifier_args)], ["prompt template hash", info.prompt_template_hash]].map(function (kv) {
-        return el("tr", {}, [el("th", { text: kv[0] }), el("td", {}, [el("code", { text: String(kv[1]) })])]);
+        ["verifier args", info.verifier_args], ["prompt template hash", info.prompt_template_hash]].map(function (kv) {
+        return el("tr", {}, [el("th", { text: kv[0] }), el("td", {}, [valueNode(kv[1])])]);
       })), el("h4", { text: "Prompt template" }), el("pre", { class: "template", text: info.prompt_template })]);
   }
 
@@ -53,13 +87,24 @@
     return el("article", { class: "sample " + verdict, dataset: { verdict: verdict, id: s.id } }, [
       el("header", {}, [el("strong", { text: s.id }), s.index ? " #" + s.index : "",
         el("span", { class: "badge " + verdict, text: verdict }),
-        el("span", { class: "meta", text: "score " + s.score + " · answer " + JSON.stringify(s.answer) + " · reference " +
-          JSON.stringify(s.reference) + " · " + (s.finish_reason || "") + (s.nfe ? " · NFE " + s.nfe : "") })]),
+        el("span", { class: "meta", text: "score " + s.score + " · " + (s.finish_reason || "") + (s.nfe ? " · NFE " + s.nfe : "") })]),
+      answerBlock("answer", s.answer), answerBlock("reference", s.reference),
       el("details", {}, [el("summary", { text: "prompt (" + (s.messages || []).length + " messages)" })].concat((s.messages || []).map(function (m) {
         return el("div", { class: "msg" }, [el("span", { class: "role", text: m.role }), el("pre", { text: m.content })]);
       }))),
       el("div", { class: "label", text: "completion" }), el("pre", { class: "completion", text: s.completion }),
-      el("details", {}, [el("summary", { text: "verifier details" }), el("pre", { text: JSON.stringify(s.details, null, 1) })])]);
+      el("details", {}, [el("summary", { text: "verifier details" }), valueNode(s.details)])]);
+  }
+
+  // Short one-line answers sit inline; code, tests and other multi-line text keep their line breaks.
+  function answerBlock(label, value) {
+    var body;
+    if (value !== null && typeof value === "object") body = valueNode(value);  // e.g. tests + entry point
+    else {
+      var text = value === null || value === undefined ? "—" : String(value);
+      body = text.indexOf("\n") >= 0 || text.length > 120 ? el("pre", { text: text }) : el("code", { text: text });
+    }
+    return el("div", { class: "answer " + label }, [el("span", { class: "label", text: label + " " }), body]);
   }
 
   function withoutCurve(training) {
@@ -111,7 +156,7 @@
         " · decoding " + decoding.config_hash + " · " + detail.directory }),
       el("p", {}, [el("a", { href: "#", class: "jump", onclick: function (e) { e.preventDefault();
         document.getElementById("sample-host").scrollIntoView(); } }, ["↓ samples of " + bench])]),
-      metricsTable(record, detail.cells),
+      metricsTable(record, detail.cells), countsTable(record.counts),
       detail.curves ? el("section", { class: "curves" }, [el("h3", { text: "Training curves (" + (record.model.training || {}).algorithm + ")" }), DARE.svg(detail.curves, "curve-holder")]) : null,
       el("div", { class: "grid" }, [keyValues("DecodingConfig", decoding), benchmarkInfo(record.benchmarks[bench]),
         keyValues("Model", Object.assign({}, record.model, { training: record.model.training ? "(see below)" : null })),

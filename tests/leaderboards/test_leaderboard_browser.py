@@ -216,3 +216,87 @@ def test_a_1319_sample_cell_opens_and_pages_quickly(page, tmp_path):
     page.wait_for_selector("text=page 6 of 53")
     paged = time.perf_counter() - started
     assert opened < 3.0 and paged < 3.0, (opened, paged)
+
+
+def test_a_replayed_k2_run_shows_pass_at_2_and_a_readable_drill_down(page, tmp_path):
+    """A real ``dare-eval --backend replay`` run with k = 2 (one correct, one wrong completion per problem)."""
+    from dare.harness.data import load_samples
+    from dare.leaderboards.build import build_site
+
+    from ..harness.helpers import dare_eval, run_record, write_completions
+
+    samples = load_samples("humaneval.jsonl")[:2]
+    rows = [(s.id, c) for s in samples for c in (s.reference, "    return None\n")]
+    completions = write_completions(tmp_path / "k2.jsonl", rows)
+    run_record(dare_eval("--backend", "replay", "--suite", "humaneval", "--limit", "2", "--completions", str(completions),
+                         "--out", str(tmp_path / "runs"), "--set", f"verifier.cache_dir={tmp_path / 'cache'}"))
+    report = build_site([tmp_path / "runs"], tmp_path / "site")
+    page.goto((report.out / "index.html").as_uri())
+    page.wait_for_selector("#table tbody tr")
+    assert page.locator("#table thead th").all_inner_texts()[-3:] == ["humaneval · pass@1", "humaneval · pass@2", "Suite mean ▼"]
+    assert page.locator('td[data-metric="pass@2"] .v').inner_text() == "100.0"
+    assert page.locator('td[data-bench="humaneval"]:not([data-metric]) .v').inner_text() == "50.0"
+    page.click('td[data-bench="humaneval"]:not([data-metric]) button')
+    page.wait_for_selector("#sample-list article")
+    counts = page.locator("table.counts")
+    assert counts.locator("th").all_inner_texts()[:6] == ["benchmark", "scored", "error", "unscored", "generated", "cached"]
+    assert counts.locator("tr").nth(1).locator("td").all_inner_texts()[:6] == ["humaneval", "2", "0", "0", "4", "0"]
+    isolation = page.locator("section.kv", has=page.locator("h3", has_text="Isolation"))
+    layers = isolation.locator("li").all_inner_texts()
+    assert "parent wall-clock deadline kills the process group" in layers
+    run_text = page.locator("#run").inner_text()
+    assert '{"' not in run_text and "\\n" not in run_text, "no raw JSON and no literal \\n in the drill-down"
+    reference = page.locator("#sample-list article").first.locator(".answer.reference pre").inner_text()
+    assert reference.startswith("    for idx, elem in enumerate(numbers):\n        for idx2")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "replay_k2_run_page.png"), full_page=True)
+
+
+def test_the_delta_vs_base_button_does_not_overlap_the_base_link(page, built):
+    open_board(page, built, "#baseline=none")
+    trained = page.locator("td.training", has=page.locator("button.vs-base"))
+    assert trained.count() >= 3
+    for i in range(trained.count()):
+        cell = trained.nth(i)
+        link, button = cell.locator("a.base-link").bounding_box(), cell.locator("button.vs-base").bounding_box()
+        overlap_x = min(link["x"] + link["width"], button["x"] + button["width"]) - max(link["x"], button["x"])
+        overlap_y = min(link["y"] + link["height"], button["y"] + button["height"]) - max(link["y"], button["y"])
+        assert overlap_x <= 0 or overlap_y <= 0, (i, link, button)
+        assert button["y"] >= link["y"] + link["height"] - 0.5, "the button sits below the link"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    trained.first.screenshot(path=str(ARTIFACTS / "training_cell.png"))
+
+
+def test_hatching_follows_the_build_baseline_and_the_legend_names_it(page, tmp_path):
+    from dare.leaderboards.build import build_site
+
+    from .test_leaderboard_reference import DECODING_X, DECODING_Y, tie_runs
+
+    first, second = sorted([DECODING_X, DECODING_Y], key=lambda d: d.config_hash(), reverse=True)
+    tie_runs(tmp_path / "runs", first, second)
+    report = build_site([tmp_path / "runs"], tmp_path / "site", baseline="base-model")
+    page.goto((report.out / "index.html").as_uri() + "#baseline=none")
+    page.wait_for_selector("#table tbody tr")
+    for model, hatched in (("base-model", 0), ("twin-model", 0), ("other-model", 2), ("other-model-2", 2)):
+        assert model_row(page, model).locator("td.noncomparable").count() == hatched, model
+    assert "reference, the build's baseline “base-model”" in page.inner_text("#legend")
+
+
+def test_a_baseline_picked_on_the_page_becomes_the_hatching_reference(page, tmp_path):
+    from dare.leaderboards.build import build_site
+
+    from .test_leaderboard_reference import DECODING_X, DECODING_Y, tie_runs
+
+    tie_runs(tmp_path / "runs", DECODING_X, DECODING_Y)  # the DECODING_Y pair is older: the rule's reference
+    report = build_site([tmp_path / "runs"], tmp_path / "site")
+    page.goto((report.out / "index.html").as_uri())
+    page.wait_for_selector("#table tbody tr")
+    expected = {"base-model": 2, "twin-model": 2, "other-model": 0, "other-model-2": 0}
+    assert {m: model_row(page, m).locator("td.noncomparable").count() for m in expected} == expected
+    assert "the oldest complete run of an untrained model" in page.inner_text("#legend")
+    model_row(page, "base-model").locator('input[type="radio"]').check()
+    page.wait_for_selector("tr.baseline")
+    expected = {"base-model": 0, "twin-model": 0, "other-model": 2, "other-model-2": 2}
+    assert {m: model_row(page, m).locator("td.noncomparable").count() for m in expected} == expected
+    title = model_row(page, "other-model").locator('td[data-bench="countdown"]').get_attribute("title")
+    assert f"decoding {DECODING_Y.config_hash()[:12]} differs from the baseline's {DECODING_X.config_hash()[:12]}" in title

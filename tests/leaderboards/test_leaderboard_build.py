@@ -129,6 +129,9 @@ def test_exports_hold_the_table(built):
               and line["benchmark"] == "gsm8k")
     assert float(d1["value"]) == built.rows("math", "llada-8b-d1")[0]["cells"]["gsm8k"]["v"]
     assert d1["comparable"] == "True"
+    # Every trained row names its training run (the key dare-train writes), every base row leaves it empty.
+    assert {line["training_run"] for line in lines if line["algorithm"] == "d1"} == {"train-d1-llada-8b-instruct"}
+    assert all(bool(line["training_run"]) == (line["algorithm"] != "base") for line in lines)
     small = next(line for line in lines if line["model"] == "sdar-1.7b-chat" and line["benchmark"] == "math500")
     assert small["comparable"] == "False" and "data sha256" in small["flags"]
 
