@@ -126,6 +126,8 @@ class Generation(Record):
     token_ids: list[int] | None = None
     finish_reason: Literal["stop", "length", "error", "replay"] = "stop"
     nfe: int | None = Field(None, description="forward passes spent on this output")
+    nfe_official: int | None = Field(None, description="forward passes the decoder family's official code runs for "
+                                     "the same output (None: as nfe); the decoder module states the rule")
     latency_s: float | None = None
     trajectory: Trajectory | None = None
     error: str | None = None

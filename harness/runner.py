@@ -213,5 +213,5 @@ def sample_row(benchmark: str, sample: Sample, req: GenerationRequest, gen: Gene
         "benchmark": benchmark, "id": sample.id, "index": req.index,
         "messages": [m.model_dump() for m in req.messages], "reference": sample.reference,
         "completion": gen.text, "answer": v.answer, "passed": v.passed, "score": v.score, "status": v.status,
-        "details": v.details, "nfe": gen.nfe, "finish_reason": gen.finish_reason,
+        "details": v.details, "nfe": gen.nfe, "nfe_official": gen.nfe_official, "finish_reason": gen.finish_reason,
     }

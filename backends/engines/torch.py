@@ -135,6 +135,7 @@ class TorchEngine:
             gens_out.append(Generation(
                 sample_id=request.sample_id, index=request.index, text=text, token_ids=ids,
                 finish_reason="stop" if stop is not None else "length", nfe=int(result.nfe[row]),
+                nfe_official=None if result.nfe_official is None else int(result.nfe_official[row]),
                 latency_s=elapsed / len(batch), trajectory=trajectory))
         log.debug("decoded %d requests in %.2fs", len(batch), elapsed)
         return gens_out
