@@ -25,7 +25,7 @@ from .engine import Engine, GenerationRequest, request_seed
 from .prompts import template
 from .records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, RunRecord, Sample, Verdict
 from .verifiers import verifiers
-from .rundir import environment_info, new_run_dir, write_run
+from .rundir import environment_info, hold_outputs, new_run_dir, write_run
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], Any]  # (description, total) -> object with update(n) and close()
@@ -76,7 +76,13 @@ def plan_benchmark(spec: cfg.BenchmarkSpec, decoding: DecodingConfig, limit: int
 
 
 def run_eval(plan: EvalPlan) -> Path:
-    """Run the plan and return the run directory (created before the first generation)."""
+    """Run the plan and return the run directory (created before the first generation). The output and
+    cache directories belong to this process until it returns (a second dare-eval on them exits 2)."""
+    with hold_outputs(plan.out_dir, plan.cache_dir):
+        return _run_eval(plan)
+
+
+def _run_eval(plan: EvalPlan) -> Path:
     created = datetime.now(timezone.utc)
     works = [plan_benchmark(cfg.benchmark(b), plan.decoding, plan.limit) for b in plan.suite.benchmarks]
     for work in works:  # refuse bad input before any compute is spent
