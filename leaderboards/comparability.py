@@ -1,7 +1,8 @@
 """Comparability guards: flag a cell whose identity differs from the rest of its column.
 
 For every column (suite, benchmark) the reference is the most common value among its cells of each
-identity field (decoding ``config_hash``, data sha256, prompt template hash, verifier name + version).
+identity field (decoding ``config_hash``, the engine settings that can change tokens, data sha256, prompt
+template hash, verifier name + version + options: the keys of the harness's generation and verdict caches).
 A cell that differs gets a flag that spells out the difference (for decoding: the differing fields).
 Execution-only differences (``batch_size``) get a minor flag: decoding is batch-invariant by contract,
 but a mismatch is still worth seeing. Partial and failed runs are flagged too.
@@ -13,15 +14,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dare.harness.records import BenchmarkInfo, DecodingConfig, RunRecord
+from dare.harness.records import BenchmarkInfo, DecodingConfig, RunRecord, canonical_json
 
 # Each guard: (kind, what it is called, how to read it from a run for one benchmark).
 _IdentityReader = Callable[[RunRecord, BenchmarkInfo], str]
 IDENTITY_GUARDS: tuple[tuple[str, str, _IdentityReader], ...] = (
     ("decoding", "decoding config", lambda run, info: run.decoding.config_hash()),
+    ("engine", "engine settings", lambda run, info: canonical_json(run.engine_identity)),
     ("data", "data sha256", lambda run, info: info.data_sha256),
     ("prompt", "prompt template hash", lambda run, info: info.prompt_template_hash),
-    ("verifier", "verifier", lambda run, info: f"{info.verifier} v{info.verifier_version}"),
+    ("verifier", "verifier", lambda run, info: f"{info.verifier} v{info.verifier_version} {canonical_json(info.verifier_options)}"),
 )
 
 
