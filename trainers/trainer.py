@@ -20,9 +20,11 @@ import torch
 
 from dare.backends.models.loader import load_model
 from dare.harness import config as hcfg
-from dare.harness.engine import EngineContext
+from dare.harness.engine import EngineBase, EngineContext
 from dare.harness.errors import ConfigError
 from dare.harness.models import resolve
+from dare.harness.options import capabilities
+from dare.harness.plan import check_decoding, resolve_decoding
 from dare.harness.registry import engines
 
 from . import checkpoint as ckpt
@@ -42,11 +44,11 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 def check_engine(engine_cls, name: str, needs: Needs) -> None:
     """Refuse engines that cannot serve the algorithm, before anything is loaded."""
-    records = getattr(engine_cls, "records_trajectory", False)
-    if needs.rollout and needs.trajectory and not records:
+    declared = capabilities(engine_cls)
+    if needs.rollout and needs.trajectory and not declared.records_trajectory:
         raise ConfigError(f"this algorithm needs decoding trajectories and engine {name!r} cannot record them; "
                           "use --engine torch")
-    if not isinstance(getattr(engine_cls, "model", None), property):
+    if not declared.in_process_model:
         what = "roll out a live policy" if needs.rollout else "hold a trainable model"
         raise ConfigError(f"engine {name!r} cannot {what} (it has no in-process model); use --engine torch")
 
@@ -171,9 +173,9 @@ class LocalTrainer:
 
     def _decodings(self):
         cfg = self.config
-        base = self.spec.decoding_for(cfg.suite) if self.spec else {}
-        defaults = self.engine.decoding_defaults() if hasattr(self.engine, "decoding_defaults") else {}
-        evaluation = hcfg.decoding_with_overrides({**base, **defaults}, cfg.decoding, source="decoding")
+        evaluation = resolve_decoding(self.spec, cfg.suite, cfg.decoding, self.engine, source="decoding")
+        decoder = self.engine.decoder(evaluation) if isinstance(self.engine, EngineBase) else None
+        evaluation, _, _ = check_decoding(evaluation, decoder, set(cfg.decoding), "decoding")
         rows = cfg.prompts_per_step * cfg.group_size
         algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
         rollout = {"num_samples": cfg.group_size, "batch_size": rows, **algo, **cfg.rollout_decoding}
