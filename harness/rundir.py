@@ -162,6 +162,10 @@ def environment_info() -> dict[str, Any]:
         "math_verify": _version("math-verify"),
     }
     torch = sys.modules.get("torch")  # only describe CUDA if a backend already imported torch
+    if torch is not None:  # what float results depend on beyond the versions
+        env["torch_threads"] = torch.get_num_threads()
+        env["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+        env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the vector kernels torch dispatched to
     if torch is not None and torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
         env["gpu"] = torch.cuda.get_device_name(0)

@@ -28,6 +28,7 @@ from dare.harness.plan import check_decoding, resolve_decoding
 from dare.harness.registry import engines
 
 from . import checkpoint as ckpt
+from . import reproducible
 from .api import Needs, build_algorithm
 from .batch import RolloutBatch
 from .config import TrainConfig, resolve_algorithm
@@ -101,6 +102,8 @@ class LocalTrainer:
         if resume is not None:  # refuse before loading anything when the settings changed
             ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
         device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        # before any weight is made: the thread count and kernels the result depends on (recorded below)
+        self.environment = reproducible.settle(config.threads, config.deterministic, device)
         lora = config.lora_rank > 0
         self.lora = build_lora_backend(config.lora_backend) if lora else None  # refuses before loading
         # LoRA runs restart from the base weights plus the saved adapters (exact resume of the optimizer)
@@ -143,6 +146,7 @@ class LocalTrainer:
             self.start_step = state["step"]
             self.metrics.truncate(self.start_step)
             log.info("resuming %s from step %d", run_dir, self.start_step)
+        reproducible.record(run_dir, self.start_step, self.environment)
         self.verifiers = Verifiers(self.config.reward)
 
     def _lr_factor(self, update: int) -> float:
