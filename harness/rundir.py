@@ -150,12 +150,24 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name: float kernels (MKL's code path, torch's vector width) are chosen per CPU."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def environment_info() -> dict[str, Any]:
     """Python, packages, platform, accelerator and the source commit (with a dirty flag)."""
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpu": _cpu_model(),
         "dare_version": _version("dare-dllm"),
         "torch": _version("torch"),
         "transformers": _version("transformers"),
@@ -166,6 +178,8 @@ def environment_info() -> dict[str, Any]:
         env["torch_threads"] = torch.get_num_threads()
         env["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
         env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the vector kernels torch dispatched to
+        if os.environ.get("MKL_CBWR"):  # MKL's reproducibility mode (e.g. COMPATIBLE: one code path on every CPU)
+            env["mkl_cbwr"] = os.environ["MKL_CBWR"]
     if torch is not None and torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
         env["gpu"] = torch.cuda.get_device_name(0)

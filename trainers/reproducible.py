@@ -27,6 +27,8 @@ from dare.harness.rundir import atomic_write, environment_info
 
 log = logging.getLogger(__name__)
 ENVIRONMENT_FILE = "environment.json"
+#: facts a resumed run is compared on (the versions of the project itself may move between restarts)
+EXECUTION = ("torch_threads", "deterministic_algorithms", "torch", "device", "cpu", "cpu_capability", "mkl_cbwr")
 
 
 def settle(threads: int | None, deterministic: bool, device: str) -> dict[str, Any]:
@@ -48,7 +50,9 @@ def facts(device: str = "cpu") -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "device": str(device),
+        "cpu": env.get("cpu"),
         "cpu_capability": env.get("cpu_capability"),
+        "mkl_cbwr": env.get("mkl_cbwr"),
         "torch": torch.__version__,
         "python": sys.version.split()[0],
         "dare_version": env.get("dare_version"),
@@ -59,15 +63,14 @@ def facts(device: str = "cpu") -> dict[str, Any]:
 
 def record(run_dir: Path, start_step: int, facts_now: dict[str, Any]) -> list[dict[str, Any]]:
     """Append this (re)start's facts to ``RUN/environment.json``; returns every entry. A resume whose
-    thread count or deterministic switch differs from the run's start is logged: its weights need not
-    match an uninterrupted run's."""
+    :data:`EXECUTION` facts differ from the run's start is logged: its weights need not match an
+    uninterrupted run's."""
     file = run_dir / ENVIRONMENT_FILE
     entries = json.loads(file.read_text()) if file.is_file() else []
     entries = [e for e in entries if e.get("from_step", 0) < start_step]  # steps after a checkpoint are redone
     if entries:
         first = entries[0]
-        changed = [k for k in ("torch_threads", "deterministic_algorithms", "torch", "device", "cpu_capability")
-                   if first.get(k) != facts_now.get(k)]
+        changed = [k for k in EXECUTION if first.get(k) != facts_now.get(k)]
         if changed:
             log.warning("%s resumes at step %d with other %s than it started with (%s); its weights may differ "
                         "from an uninterrupted run's", run_dir, start_step, ", ".join(changed),
