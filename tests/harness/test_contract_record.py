@@ -15,6 +15,8 @@ from dare.harness import config as cfg
 from dare.harness.data import load_samples
 from dare.harness.records import SCHEMA_VERSION, DecodingConfig, RunRecord
 from dare.leaderboards.comparability import column_flags
+from dare.leaderboards.loading import load_runs
+from dare.leaderboards.table import build_tables
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -45,6 +47,10 @@ def test_bfloat16_after_float32_generates_anew_and_records_the_dtype(capsys, tmp
     major = [[f for f in cell if f["severity"] == "major"] for cell in flags]
     assert major[0] == major[2] == [] and [f["kind"] for f in major[1]] == ["engine"]
     assert '"dtype":"bfloat16"' in major[1][0]["text"]
+    loaded = load_runs([tmp_path]).runs
+    rows = {row.id: sorted(r.record.engine_identity["dtype"] for r in row.runs)
+            for table in build_tables(loaded) for row in table.rows}
+    assert sorted(rows.values()) == [["bfloat16"], ["float32", "float32"]]  # one row per engine identity
 
 
 def _gsm8k_completions(path: Path, n: int) -> Path:
