@@ -23,10 +23,10 @@ from opencompass.models.base import BaseModel
 from opencompass.registry import MODELS
 
 from dare.harness import config as cfg
-from dare.harness.engine import EngineContext, GenerationRequest, request_seed
+from dare.harness.engine import EngineBase, EngineContext, GenerationRequest, request_seed
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
-from dare.harness.plan import resolve_decoding
+from dare.harness.plan import check_decoding, resolve_decoding
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.registry import engines
 
@@ -78,7 +78,9 @@ class DareModel(BaseModel):
         if isinstance(decoding, DecodingConfig):
             return decoding
         spec = cfg.model(model) if model and model in cfg.names("models") else None
-        return resolve_decoding(spec, suite or "default", decoding, self.engine, source="DareModel decoding")
+        resolved = resolve_decoding(spec, suite or "default", decoding, self.engine, source="DareModel decoding")
+        decoder = self.engine.decoder(resolved) if isinstance(self.engine, EngineBase) else None
+        return check_decoding(resolved, decoder, set(decoding or {}), source="DareModel decoding")[0]
 
     def parse_template(self, prompt_template: Any, mode: str) -> Any:
         """In gen mode: chat messages as dicts (one list per prompt), never a flattened string."""
