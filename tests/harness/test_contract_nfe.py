@@ -17,6 +17,7 @@ the counts depend on the loop's structure only; every setting here is one where 
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -112,3 +113,14 @@ def test_sdar_stopped_row_counts_the_store_of_its_last_block(models):
     decoded = result.commit_step.view(2, 8, 4).ge(0).any(-1).sum(-1)  # blocks each row decoded
     assert torch.equal(result.nfe, 1 + 4 * decoded + (decoded - 1))
     assert torch.equal(result.nfe_official, 1 + 5 * decoded)
+
+
+def test_the_record_shows_both_counts(tmp_path):
+    """dare-eval on the shipped tiny-sdar: every samples.jsonl row carries nfe and nfe_official (one more:
+    the store pass of the row's last block)."""
+    from .helpers import dare_eval, run_record
+
+    run_dir, record = run_record(dare_eval("--model", "tiny-sdar", "--suite", "sudoku", "--limit", "3",
+                                           "--out", str(tmp_path / "runs")))
+    rows = [json.loads(line) for line in (run_dir / record["samples_path"]).read_text().splitlines()]
+    assert len(rows) == 3 and all(r["nfe"] > 0 and r["nfe_official"] == r["nfe"] + 1 for r in rows)

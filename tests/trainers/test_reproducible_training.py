@@ -104,3 +104,12 @@ def test_jobs_one_and_two_give_identical_records(tmp_path, keep_threads):
         assert _weights(outs[1] / "runs" / name) == _weights(outs[2] / "runs" / name)
         env = json.loads((outs[2] / "runs" / name / "environment.json").read_text())
         assert env[0]["torch_threads"] == 1  # the comparison's default: one thread per run
+
+
+def test_every_run_record_names_the_execution_facts(keep_threads):
+    from dare.harness.rundir import environment_info
+
+    torch.set_num_threads(1)
+    env = environment_info()
+    assert env["torch_threads"] == 1 and env["deterministic_algorithms"] is False
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and "cpu" in env
