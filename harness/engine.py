@@ -8,7 +8,7 @@ Engines are registered by name in ``registry.engines`` (lazily) and built with :
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -56,8 +56,9 @@ class EngineContext:
 class Engine(Protocol):
     """What the runner needs from a backend engine.
 
-    What an engine can do is declared in ``capabilities`` and its settings in ``Options``
-    (see :class:`EngineBase`, which gives the defaults).
+    What an engine can do is declared in ``capabilities``, its settings in ``Options``, the decoder a
+    DecodingConfig selects (and the fields it reads) by ``decoder(decoding)`` and the settings that can
+    change tokens by ``token_identity()`` (see :class:`EngineBase`, which gives the defaults).
     """
 
     name: str
@@ -93,8 +94,12 @@ class EngineBase:
 
     @property
     def options(self) -> Options:
+        """The validated options (callers that build an engine directly may pass a plain dict)."""
         opts = self.ctx.options
-        return opts if isinstance(opts, Options) else self.Options.model_validate(dict(opts or {}))
+        if not isinstance(opts, Options):
+            opts = self.Options.model_validate(dict(opts or {}))
+            self.ctx = replace(self.ctx, options=opts)  # validated once
+        return opts
 
     def decoding_defaults(self) -> dict:
         """DecodingConfig fields applied under the user's settings (declared by ``capabilities.decoding_defaults``)."""

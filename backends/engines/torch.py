@@ -90,8 +90,9 @@ class TorchEngine(EngineBase):
 
     def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
         """The registered decoder ``<family>:<remasking>`` and what it reads (a ConfigError if none)."""
-        decode = self._decoder(decoding)
+        self._decoder(decoding)  # refuses a remasking this model has no decoder for
         family = self.arch.decoding_family
+        decode = decoders.get(f"{family}:{decoding.remasking}")  # the registered entry and its declarations
         catalog = {f"{family}:{s}": frozenset(getattr(decoders.get(f"{family}:{s}"), "reads", ()))
                    for s in strategies(family)}
         return DecoderInfo(name=f"{family}:{decoding.remasking}", version=getattr(decode, "version", "1"),

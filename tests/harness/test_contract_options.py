@@ -102,3 +102,24 @@ def test_decoding_is_resolved_in_one_place_and_records_built_in_one():
     builders = [p.relative_to(root).as_posix() for folder in ("harness", "backends", "trainers")
                 for p in sorted((root / folder).rglob("*.py")) if re.search(r"(?<!class )\bRunRecord\(", p.read_text())]
     assert builders == ["harness/runner.py"]
+
+
+@pytest.mark.parametrize("model, engine, settings, refused", [
+    ("tiny-dream", "torch", ["remasking=origin", "threshold=0.9"], "threshold=0.9 is not read by decoder dream:origin"),
+    ("tiny-dream", "torch", ["remasking=entropy", "threshold=0.9"], None),
+    ("tiny-dream", "torch", ["remasking=origin", "alg_temp=0.5"], "alg_temp=0.5 is not read by decoder dream:origin"),
+    ("tiny-sdar", "torch", ["factor=1.0"], "factor=1.0 is not read by decoder block:low_confidence_static "
+                                           "(no decoder of this engine reads it)"),
+    ("tiny-llada", "torch", ["cache=prefix"], "cache='prefix' is not read by decoder mdm:low_confidence"),
+    ("tiny-llada", "fastdllm", ["cache=prefix", "threshold=0.9"], None),
+    ("tiny-llada", "torch", ['extra={"eps": 0.01}'], "extra.eps: unknown option"),
+    ("tiny-dream", "torch", ['extra={"eps": 0.01}'], None),
+])
+def test_each_decoder_declares_what_it_reads(capsys, tmp_path, model, engine, settings, refused):
+    sets = [arg for s in settings for arg in ("--set", s)]
+    code, out, err = _run(capsys, "--model", model, "--suite", "sudoku", "--limit", "1", "--backend", engine,
+                          "--out", str(tmp_path), "--dry-run", *sets)
+    if refused is None:
+        assert code == 0, err
+    else:
+        assert code == 2 and refused in err and err.count("\n") == 1
