@@ -85,17 +85,19 @@ def _options(engine_cls: Any, values: dict[str, Any]) -> Any:
     return dict(values)
 
 
-def _verifier_options(suite: cfg.SuiteSpec, given: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _verifier_options(suite: cfg.SuiteSpec, given: dict[str, Any], flags: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Per benchmark, its verifier's full options. A given option goes to every verifier that declares it
-    (and to plugins that declare none); one that no verifier of the suite knows is refused."""
+    (and to plugins that declare none); one that no verifier of the suite knows is refused. ``flags``
+    (``--unsafe-local-exec``) go to the verifiers that declare them and are not an error elsewhere."""
     out, known = {}, set()
+    given = {**{k: v for k, v in flags.items() if k not in given}, **given}
     for name in suite.benchmarks:
         spec = cfg.benchmark(name)
         cls = verifiers.get(spec.verifier)
-        fields = set(cls.Options.model_fields) if cls.Options is not None else set(given)
+        fields = set(cls.Options.model_fields) if cls.Options is not None else set(given) - set(flags)
         known |= fields
         out[name] = verifier_options(cls, {**spec.verifier_args, **{k: v for k, v in given.items() if k in fields}})
-    unknown = sorted(set(given) - known)
+    unknown = sorted(set(given) - known - set(flags))
     if unknown:
         fields = sorted(known)
         raise ConfigError([f"verifier.{k}: unknown option{did_you_mean(k, fields)} (options: {', '.join(fields) or 'none'})"
@@ -147,8 +149,7 @@ def plan(model: str | None = None, suite: str | None = None, engine: str = "torc
     flags = [f"limit={limit}"] if limit is not None else []
     if unsafe_local_exec:
         flags.append("unsafe-local-exec")
-        given_verifier["unsafe_local_exec"] = True
-    verifier_opts = _verifier_options(suite_spec, given_verifier)
+    verifier_opts = _verifier_options(suite_spec, given_verifier, {"unsafe_local_exec": True} if unsafe_local_exec else {})
     out = Path(out)
     check_writable(out)
     sample_ids = frozenset(str(row["id"]) for b in suite_spec.benchmarks for row in load_rows(cfg.benchmark(b).data))

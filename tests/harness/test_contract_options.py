@@ -123,3 +123,11 @@ def test_each_decoder_declares_what_it_reads(capsys, tmp_path, model, engine, se
         assert code == 0, err
     else:
         assert code == 2 and refused in err and err.count("\n") == 1
+
+
+def test_the_unsafe_exec_flag_reaches_only_the_verifiers_that_declare_it(capsys, tmp_path):
+    code, out, err = _run(capsys, *TINY_SDAR, "--out", str(tmp_path), "--dry-run", "--unsafe-local-exec")
+    assert code == 0, err
+    assert "unsafe_local_exec" not in out  # sudoku's verifier has no such option
+    p = dare.plan(model="tiny-sdar", suite="humaneval", limit=1, out=tmp_path, unsafe_local_exec=True)
+    assert p.verifier_options_for("humaneval")["unsafe_local_exec"] is True and "unsafe-local-exec" in p.flags
