@@ -1,7 +1,8 @@
 """Content-addressed, append-only caches of generations and verdicts.
 
-Generations are keyed by (model fingerprint, DecodingConfig hash, prompt hash, sample index, request
-seed) and verdicts by (verifier name + version + options, data sha256, sample id, completion). Each cache
+Generations are keyed by (model fingerprint, DecodingConfig hash + the engine's token identity: dtype,
+kernel, device class, prompt hash, sample index, request seed) and verdicts by (verifier name + version
++ every option that can change a verdict, defaults included, data sha256, sample id, completion). Each cache
 is a set of JSONL files appended and fsync'd per batch, so a run killed at any moment loses at most the
 batch in flight; a torn last line is ignored on load and fenced off before the next append. Verifier
 upgrades change the verdict key, so cached generations are re-scored without regenerating.

@@ -10,20 +10,15 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any
 
 from . import config as cfg
-from . import overrides
-from .cliutil import Parser, check_device, progress_bars
-from .data import load_rows
-from .engine import EngineContext
-from .errors import DareError, InputError
-from .models import resolve
-from .records import DecodingConfig
+from .cliutil import Parser, progress_bars
+from .dryrun import describe
+from .errors import DareError
+from .plan import evaluate, plan
 from .registry import engines, load_plugins, metrics
-from .rundir import check_writable
+from .runner import EvalPlan
 from .verifiers import verifiers
-from .runner import EvalPlan, run_eval
 
 log = logging.getLogger("dare.eval")
 PROG = "dare-eval"
@@ -50,6 +45,9 @@ def build_parser() -> Parser:
     p.add_argument("--unsafe-local-exec", action="store_true",
                    help="let code verification run without OS isolation when none is available (recorded in run.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the resolved plan (decoding with its hash, engine/decoder/verifier options, data hash, "
+                   "prompt template) and exit without generating")
     p.add_argument("--list", action="store_true", help="list suites, benchmarks, engines, models, verifiers and metrics, then exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     return p
@@ -106,51 +104,11 @@ def _id_format(data_file: str) -> str:
 
 
 def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
-    if not args.suite:
-        raise InputError("no suite given; pass --suite NAME (see dare-eval --list)")
-    if args.limit is not None and args.limit < 1:
-        raise InputError(f"--limit must be at least 1, got {args.limit}")
-    suite = cfg.suite(args.suite)
-    check_device(args.device)
-    if args.model_path and not Path(args.model_path).expanduser().is_dir():
-        resolve(args.model, args.model_path)  # a bad path is reported before any engine is imported
-    engine_cls = engines.get(args.backend)
-    sets = overrides.parse(args.overrides)
-    if args.seed is not None:
-        sets.decoding["seed"] = args.seed
-    if args.completions and not getattr(engine_cls, "reads_completions", args.backend == "replay"):
-        raise InputError(f"--completions is only read by --backend replay (or opencompass), not {args.backend!r}")
-    needs_checkpoint = getattr(engine_cls, "needs_checkpoint", True)
-    label = args.model
-    if not needs_checkpoint and not label and not args.model_path:
-        label = f"{args.backend}:{Path(args.completions).stem}" if args.completions else args.backend
-    model = resolve(label, args.model_path, needs_checkpoint)
-    base = model.spec.decoding_for(suite.name) if model.spec else {}
-    out = Path(args.out)
-    check_writable(out)
-    sample_ids = frozenset(str(row["id"]) for b in suite.benchmarks for row in load_rows(cfg.benchmark(b).data))
-    ctx = EngineContext(model_name=model.name, model_spec=model.spec, model_path=model.path,
-                        completions=Path(args.completions) if args.completions else None, device=args.device,
-                        options=sets.engine, sample_ids=sample_ids)
-    if args.workers != 1:
-        from .parallel import ParallelEngine  # Ray only when asked for
-
-        engine = ParallelEngine(args.backend, ctx, args.workers)
-    else:
-        engine = engine_cls(ctx)  # cheap: engines load weights lazily, in prepare(), after these checks
-    defaults: dict[str, Any] = engine.decoding_defaults() if hasattr(engine, "decoding_defaults") else {}
-    decoding: DecodingConfig = cfg.decoding_with_overrides({**base, **defaults}, sets.decoding, source="--set")
-    flags = [f"limit={args.limit}"] if args.limit is not None else []
-    verifier_options = dict(sets.verifier)
-    if args.unsafe_local_exec:
-        flags.append("unsafe-local-exec")
-        verifier_options["unsafe_local_exec"] = True
-    return EvalPlan(
-        suite=suite, decoding=decoding, engine=engine, model_name=model.name, out_dir=out,
-        cache_dir=Path(args.cache_dir) if args.cache_dir else out / ".cache", limit=args.limit,
-        verifier_options=verifier_options, flags=flags, command=[PROG, *argv],
-        progress=progress_bars(not args.no_progress),
-    )
+    """The flags as one :func:`dare.harness.plan.plan` call (the library entry point every caller uses)."""
+    return plan(args.model, args.suite, args.backend, args.overrides, model_path=args.model_path,
+                completions=args.completions, limit=args.limit, seed=args.seed, device=args.device, out=args.out,
+                cache_dir=args.cache_dir, workers=args.workers, unsafe_local_exec=args.unsafe_local_exec,
+                command=[PROG, *argv], progress=progress_bars(not args.no_progress and not args.dry_run))
 
 
 def summary(run_dir: Path) -> str:
@@ -171,19 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=f"{PROG}: %(levelname)s: %(message)s")
-    plan = None
+    resolved = None
     try:
         if args.list:
             print(list_everything())
             return 0
-        plan = make_plan(args, argv)
-        # an engine with its own evaluation loop (opencompass) runs the plan itself and writes the same record
-        run_dir = (getattr(plan.engine, "run_eval", None) or run_eval)(plan)
+        resolved = make_plan(args, argv)
+        if args.dry_run:
+            print(describe(resolved))
+            return 0
+        evaluate(resolved)
+        run_dir = resolved.run_dir
     except DareError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")
         return exc.exit_code
     except KeyboardInterrupt:
-        where = f"; partial results in {plan.run_dir}" if plan and plan.run_dir else ""
+        where = f"; partial results in {resolved.run_dir}" if resolved and resolved.run_dir else ""
         sys.stderr.write(f"{PROG}: interrupted; finished generations are cached, rerun the same command to resume{where}\n")
         return 130
     print(summary(run_dir))

@@ -8,11 +8,12 @@ Engines are registered by name in ``registry.engines`` (lazily) and built with :
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .config import ModelSpec
+from .options import DEFAULT_CAPABILITIES, Capabilities, DecoderInfo, NoOptions, Options
 from .records import DecodingConfig, Generation, Message, ModelInfo, sha256_text
 
 
@@ -44,7 +45,8 @@ class EngineContext:
     model_path: Path | None = None
     completions: Path | None = None
     device: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    options: Any = field(default_factory=dict)
+    """The engine's validated :class:`~dare.harness.options.Options` (a plain dict from older callers)."""
     sample_ids: frozenset[str] = frozenset()
     """Ids of every sample of the suite (before --limit): lets engines that read outputs produced
     elsewhere (replay) tell an unknown id from one that is merely outside the limit."""
@@ -54,8 +56,9 @@ class EngineContext:
 class Engine(Protocol):
     """What the runner needs from a backend engine.
 
-    Optional class attributes: ``needs_checkpoint`` (default True; False for replay) and a method
-    ``decoding_defaults() -> dict`` whose fields apply unless the user set them (replay: k).
+    What an engine can do is declared in ``capabilities``, its settings in ``Options``, the decoder a
+    DecodingConfig selects (and the fields it reads) by ``decoder(decoding)`` and the settings that can
+    change tokens by ``token_identity()`` (see :class:`EngineBase`, which gives the defaults).
     """
 
     name: str
@@ -72,3 +75,42 @@ class Engine(Protocol):
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
         """Generations for ``requests``, in order. Must not depend on how requests are batched."""
         ...
+
+
+class EngineBase:
+    """Declared defaults of an engine: no options, default capabilities, no decoder declaration.
+
+    Subclasses set ``Options`` (the ``--set engine.X`` model), ``capabilities`` and, where they decode,
+    :meth:`decoder`, which names the decoder a DecodingConfig selects and what it reads.
+    """
+
+    name: str = "base"
+    version: str = "0"
+    Options: type[Options] = NoOptions
+    capabilities: Capabilities = DEFAULT_CAPABILITIES
+
+    def __init__(self, ctx: EngineContext):
+        self.ctx = ctx
+
+    @property
+    def options(self) -> Options:
+        """The validated options (callers that build an engine directly may pass a plain dict)."""
+        opts = self.ctx.options
+        if not isinstance(opts, Options):
+            opts = self.Options.model_validate(dict(opts or {}))
+            self.ctx = replace(self.ctx, options=opts)  # validated once
+        return opts
+
+    def decoding_defaults(self) -> dict:
+        """DecodingConfig fields applied under the user's settings (declared by ``capabilities.decoding_defaults``)."""
+        return {}
+
+    def decoder(self, decoding: DecodingConfig) -> DecoderInfo | None:
+        """The decoder ``decoding`` selects and the fields it reads; None: the engine declares none
+        (every field counts as read)."""
+        return None
+
+    def token_identity(self) -> dict[str, Any]:
+        """Engine settings that can change tokens (dtype, kernel, device class...): part of the generation
+        cache key and of the leaderboard's comparability key."""
+        return self.options.identity()

@@ -18,8 +18,9 @@ import logging
 import os
 from typing import Any
 
-from .engine import EngineContext, GenerationRequest
+from .engine import EngineBase, EngineContext, GenerationRequest
 from .errors import DareError, InputError
+from .options import DecoderInfo, capabilities
 from .records import DecodingConfig, Generation, ModelInfo
 from .registry import engines
 
@@ -63,15 +64,21 @@ class _EngineReplica:
         return hasattr(self.engine, method)
 
 
-class ParallelEngine:
-    """N replicas of engine ``engine_name`` behind the Engine protocol (name and version of the replica)."""
+class ParallelEngine(EngineBase):
+    """N replicas of engine ``engine_name`` behind the Engine protocol (name, version, options, capabilities
+    and decoder declarations of the replica)."""
 
     def __init__(self, engine_name: str, ctx: EngineContext, workers: int):
         if workers < 1:
             raise InputError(f"--workers must be at least 1, got {workers}")
         ray = _ray()
         engine_cls = engines.get(engine_name)
+        super().__init__(ctx)
         self.name, self.version = engine_cls.name, engine_cls.version
+        self.capabilities = capabilities(engine_cls)
+        self._declares = isinstance(engine_cls, type) and issubclass(engine_cls, EngineBase)
+        if self._declares:
+            self.Options = engine_cls.Options
         self.workers = workers
         use_gpu = _wants_gpu(ctx)
         if not ray.is_initialized():
@@ -106,9 +113,15 @@ class ParallelEngine:
         return self._get([self._actors[0].call.remote("model_info")])[0]
 
     def decoding_defaults(self) -> dict:
-        if not self._get([self._actors[0].has.remote("decoding_defaults")])[0]:
+        if not self.capabilities.decoding_defaults:
             return {}
         return self._get([self._actors[0].call.remote("decoding_defaults")])[0]
+
+    def decoder(self, decoding: DecodingConfig) -> DecoderInfo | None:
+        return self._get([self._actors[0].call.remote("decoder", decoding)])[0] if self._declares else None
+
+    def token_identity(self) -> dict:
+        return self._get([self._actors[0].call.remote("token_identity")])[0] if self._declares else {}
 
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
         self._get([self._actors[0].call.remote("prepare", requests, decoding)])

@@ -4,7 +4,10 @@
 decision) -> ``MetricValue`` aggregates inside a ``RunRecord`` (``run.json``). ``DecodingConfig`` holds
 every knob that changes a score; its :meth:`~DecodingConfig.config_hash` is the leaderboard's
 comparability key and part of the generation-cache key. Changing a serialised field means bumping
-:data:`SCHEMA_VERSION`.
+:data:`SCHEMA_VERSION` and adding a step to :func:`migrate_run`.
+
+Schema 2 records the engine, the decoder and every verifier as (name, version, options), the engine
+settings that can change tokens (``engine_identity``) and only the decoding fields the decoder read.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JsonDict = dict[str, Any]
 
@@ -103,9 +106,13 @@ class DecodingConfig(Record):
         """Short sha256 of the semantic fields (everything except ``batch_size``)."""
         return sha256_text(canonical_json(self.model_dump(exclude={"batch_size"})))[:16]
 
-    def to_record(self) -> JsonDict:
-        """The serialised form used in run.json: the fields plus ``config_hash``."""
-        return {**self.model_dump(), "config_hash": self.config_hash()}
+    def to_record(self, fields: list[str] | None = None) -> JsonDict:
+        """The serialised form used in run.json: the fields (only ``fields`` when given: the ones the
+        decoder read, the others being at their defaults) plus ``config_hash``."""
+        data = self.model_dump()
+        if fields is not None:
+            data = {k: v for k, v in data.items() if k in fields}
+        return {**data, "config_hash": self.config_hash()}
 
 
 class Trajectory(Record):
@@ -126,6 +133,8 @@ class Generation(Record):
     token_ids: list[int] | None = None
     finish_reason: Literal["stop", "length", "error", "replay"] = "stop"
     nfe: int | None = Field(None, description="forward passes spent on this output")
+    nfe_official: int | None = Field(None, description="forward passes the decoder family's official code runs for "
+                                     "the same output (None: as nfe); the decoder module states the rule")
     latency_s: float | None = None
     trajectory: Trajectory | None = None
     error: str | None = None
@@ -171,6 +180,8 @@ class BenchmarkInfo(Record):
     verifier: str
     verifier_version: str
     verifier_args: JsonDict = Field(default_factory=dict)
+    verifier_options: JsonDict = Field(default_factory=dict, description="every option the verdicts depend on, "
+                                       "defaults included (the verdict cache key)")
 
 
 class ModelInfo(Record):
@@ -202,6 +213,10 @@ class RunRecord(Record):
     benchmarks: dict[str, BenchmarkInfo]
     model: ModelInfo
     backend: ComponentInfo
+    decoder: ComponentInfo | None = Field(None, description="the decoder the engine ran (None: replay, external tools)")
+    engine_identity: JsonDict = Field(default_factory=dict, description="engine settings that can change tokens "
+                                      "(dtype, kernel, device class): part of the generation cache key")
+    decoding_fields: list[str] | None = Field(None, description="the DecodingConfig fields the run used (None: all)")
     decoding: DecodingConfig
     metrics: dict[str, dict[str, MetricValue]]
     counts: dict[str, dict[str, int]] = Field(default_factory=dict, description="per benchmark: scored/error/unscored/generated/cached")
@@ -219,7 +234,32 @@ class RunRecord(Record):
             raise ValueError(f"schema_version {v} is newer than this dare ({SCHEMA_VERSION}); upgrade dare-dllm")
         return v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        return migrate_run(data) if isinstance(data, dict) else data
+
     def to_json(self) -> JsonDict:
         data = self.model_dump(mode="json")
-        data["decoding"] = self.decoding.to_record()
+        data["decoding"] = self.decoding.to_record(self.decoding_fields)
         return data
+
+
+def migrate_run(data: JsonDict) -> JsonDict:
+    """An older run.json as the current schema. 1 -> 2: the engine's recorded options become its identity
+    (schema 1 recorded no dtype: such runs used the default) and each benchmark's verifier arguments its
+    options; no decoder was recorded."""
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version >= SCHEMA_VERSION:
+        return data
+    data = dict(data)
+    if version < 2:
+        backend = data.get("backend") if isinstance(data.get("backend"), dict) else {}
+        data.setdefault("engine_identity", dict(backend.get("options") or {}))
+        benchmarks = data.get("benchmarks")
+        if isinstance(benchmarks, dict):
+            data["benchmarks"] = {name: {**info, "verifier_options": dict(info.get("verifier_args") or {})}
+                                  if isinstance(info, dict) and "verifier_options" not in info else info
+                                  for name, info in benchmarks.items()}
+    data["schema_version"] = SCHEMA_VERSION
+    return data

@@ -1,7 +1,9 @@
-"""Run directories: naming, atomic writes of ``run.json`` and ``samples.jsonl``, environment facts."""
+"""Run directories: naming, one process per directory, atomic writes of ``run.json`` and ``samples.jsonl``
+(readable per the umask), environment facts."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
@@ -9,12 +11,14 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import DareError, InputError
 from .records import RunRecord
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
@@ -52,9 +56,71 @@ def check_writable(out: Path) -> None:
         raise InputError(f"output directory {out} is not writable; pass a writable --out")
 
 
+LOCK_FILE = ".lock"
+_held: dict[Path, int] = {}  # directories this process holds -> nesting depth (flock is per open file)
+
+
+@contextmanager
+def hold(directory: Path, busy: str, error: type[DareError] = InputError) -> Iterator[None]:
+    """Hold ``directory`` for this process: an advisory lock on ``directory/.lock`` that dies with the
+    process, so a killed run never blocks its rerun. A second process gets ``error(busy)`` at once (one
+    line, exit 2); the same process may hold a directory again (e.g. a trainer evaluating into its run)."""
+    key = Path(directory).resolve()
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    try:
+        key.mkdir(parents=True, exist_ok=True)
+        fh = (key / LOCK_FILE).open("a+")
+    except OSError as exc:
+        raise InputError(f"cannot lock {directory}: {exc.strerror}; pass a writable directory") from exc
+    with fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise error(busy) from None
+        _held[key] = 1
+        try:
+            yield
+        finally:
+            del _held[key]
+
+
+@contextmanager
+def hold_outputs(*directories: Path) -> Iterator[None]:
+    """One dare-eval per output (and cache) directory: a second one would generate everything again and
+    append duplicate cache lines."""
+    with ExitStack() as stack:
+        for directory in dict.fromkeys(Path(d).resolve() for d in directories):  # a cache inside --out: once
+            stack.enter_context(hold(directory, f"{directory} is in use by another dare-eval; wait for it to finish "
+                                                "(it fills the cache this run would read), or pass another --out"))
+        yield
+
+
+def _umask() -> int:
+    """The process umask: from /proc on Linux (reading it with os.umask would change it for a moment,
+    under other threads' feet), else by setting and restoring it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, text: str) -> None:
+    """Write ``path`` by rename, so a reader never sees half a file; the mode is 0666 less the umask, as a
+    plain ``open`` gives (mkstemp alone makes 0600, unreadable by the group that shares the runs)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -86,18 +152,36 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name: float kernels (MKL's code path, torch's vector width) are chosen per CPU."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
 def environment_info() -> dict[str, Any]:
     """Python, packages, platform, accelerator and the source commit (with a dirty flag)."""
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpu": _cpu_model(),
         "dare_version": _version("dare-dllm"),
         "torch": _version("torch"),
         "transformers": _version("transformers"),
         "math_verify": _version("math-verify"),
     }
     torch = sys.modules.get("torch")  # only describe CUDA if a backend already imported torch
+    if torch is not None:  # what float results depend on beyond the versions
+        env["torch_threads"] = torch.get_num_threads()
+        env["deterministic_algorithms"] = torch.are_deterministic_algorithms_enabled()
+        env["cpu_capability"] = torch.backends.cpu.get_cpu_capability()  # the vector kernels torch dispatched to
+        if os.environ.get("MKL_CBWR"):  # MKL's reproducibility mode (e.g. COMPATIBLE: one code path on every CPU)
+            env["mkl_cbwr"] = os.environ["MKL_CBWR"]
     if torch is not None and torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
         env["gpu"] = torch.cuda.get_device_name(0)

@@ -21,11 +21,13 @@ from . import config as cfg
 from . import metrics as metric_lib
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
-from .engine import Engine, GenerationRequest, request_seed
+from .engine import Engine, EngineBase, GenerationRequest, request_seed
+from .options import DecoderInfo, Options
 from .prompts import template
-from .records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, RunRecord, Sample, Verdict
+from .records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, Verdict
 from .verifiers import verifiers
-from .rundir import environment_info, new_run_dir, write_run
+from .verifiers.base import verifier_identity, verifier_options
+from .rundir import environment_info, hold_outputs, new_run_dir, write_run
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], Any]  # (description, total) -> object with update(n) and close()
@@ -33,7 +35,11 @@ Progress = Callable[[str, int], Any]  # (description, total) -> object with upda
 
 @dataclass
 class EvalPlan:
-    """Everything resolved before the first generation."""
+    """Everything resolved before the first generation (built by :func:`dare.harness.plan.plan`).
+
+    ``verifier_options``: per benchmark, its verifier's full options; ``decoder``: what the engine declared for this DecodingConfig (None:
+    nothing declared); ``decoding_fields``: the DecodingConfig fields recorded (None: all).
+    """
 
     suite: cfg.SuiteSpec
     decoding: DecodingConfig
@@ -42,12 +48,36 @@ class EvalPlan:
     out_dir: Path
     cache_dir: Path
     limit: int | None = None
-    verifier_options: dict[str, Any] = field(default_factory=dict)
+    verifier_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     progress: Progress | None = None
+    decoder: DecoderInfo | None = None
+    decoder_options: Options | None = None
+    decoding_fields: list[str] | None = None
+    training: dict[str, Any] | None = None
     run_dir: Path | None = None
     """Set by :func:`run_eval` once the directory exists (so an interrupted caller can name it)."""
+
+    def verifier_options_for(self, benchmark: str) -> dict[str, Any]:
+        """The benchmark's verifier options as resolved by the plan (its spec's arguments, defaults filled)."""
+        if benchmark in self.verifier_options:
+            return self.verifier_options[benchmark]
+        spec = cfg.benchmark(benchmark)
+        return verifier_options(verifiers.get(spec.verifier), spec.verifier_args)
+
+    def engine_identity(self) -> dict[str, Any]:
+        """The engine settings that can change tokens (empty for engines that declare none)."""
+        return self.engine.token_identity() if isinstance(self.engine, EngineBase) else {}
+
+    def generation_key(self) -> str:
+        """DecodingConfig hash, plus the engine identity's hash when there is one: the generation cache's key."""
+        identity = self.engine_identity()
+        return self.decoding.config_hash() + (f"-{cache_key(identity)[:8]}" if identity else "")
+
+    def model_info(self) -> ModelInfo:
+        info = self.engine.model_info()
+        return info.model_copy(update={"training": self.training}) if self.training is not None else info
 
 
 @dataclass
@@ -76,15 +106,21 @@ def plan_benchmark(spec: cfg.BenchmarkSpec, decoding: DecodingConfig, limit: int
 
 
 def run_eval(plan: EvalPlan) -> Path:
-    """Run the plan and return the run directory (created before the first generation)."""
+    """Run the plan and return the run directory (created before the first generation). The output and
+    cache directories belong to this process until it returns (a second dare-eval on them exits 2)."""
+    with hold_outputs(plan.out_dir, plan.cache_dir):
+        return _run_eval(plan)
+
+
+def _run_eval(plan: EvalPlan) -> Path:
     created = datetime.now(timezone.utc)
     works = [plan_benchmark(cfg.benchmark(b), plan.decoding, plan.limit) for b in plan.suite.benchmarks]
     for work in works:  # refuse bad input before any compute is spent
         verifiers.get(work.spec.verifier)
         plan.engine.prepare(work.requests, plan.decoding)
     run_dir = plan.run_dir = new_run_dir(plan.out_dir, plan.suite.name, plan.model_name, plan.decoding.config_hash(), created)
-    model_info = plan.engine.model_info()
-    gen_cache = generations_cache(plan.cache_dir, model_info.fingerprint, plan.decoding.config_hash())
+    model_info = plan.model_info()
+    gen_cache = generations_cache(plan.cache_dir, model_info.fingerprint, plan.generation_key())
     state = RunState()
     started = time.monotonic()
     try:
@@ -98,17 +134,37 @@ def run_eval(plan: EvalPlan) -> Path:
         # Also on interruption: whatever finished is scored and recorded, marked partial.
         results = {w.spec.name: _score(plan, w, gen_cache, model_info.fingerprint, state) for w in works}
         state.timing["total_s"] = round(time.monotonic() - started, 3)
-        record = RunRecord(
-            run_id=run_dir.name, status=status, created_at=created.isoformat(),
-            finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name,
-            benchmarks={n: r.info for n, r in results.items()}, model=model_info,
-            backend=ComponentInfo(name=plan.engine.name, version=plan.engine.version),
-            decoding=plan.decoding, metrics={n: r.metrics for n, r in results.items()},
-            counts={n: r.counts for n, r in results.items()}, isolation=state.isolation, flags=plan.flags,
-            timing=state.timing, environment=environment_info(), command=plan.command,
-        )
+        record = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
+                              {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
+                              state.isolation, state.timing)
         write_run(run_dir, record, [row for r in results.values() for row in r.rows])
     return run_dir
+
+
+def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, benchmarks: dict[str, BenchmarkInfo],
+                 model: ModelInfo, metrics: dict, counts: dict, isolation: dict, timing: dict,
+                 backend: ComponentInfo | None = None) -> RunRecord:
+    """The one place a RunRecord is built (this runner and engines with their own loop, e.g. OpenCompass):
+    engine, decoder and verifiers as (name, version, options), the engine identity, the decoding used."""
+    options = plan.engine.options if isinstance(plan.engine, EngineBase) else {}
+    engine = backend or ComponentInfo(name=plan.engine.name, version=plan.engine.version,
+                                      options=options.model_dump(mode="json") if isinstance(options, Options) else dict(options))
+    decoder = plan.decoder.component(plan.decoder_options) if plan.decoder and plan.decoder_options is not None else None
+    return RunRecord(
+        run_id=run_dir.name, status=status, created_at=created.isoformat(),
+        finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name, benchmarks=benchmarks,
+        model=model, backend=engine, decoder=decoder, engine_identity=plan.engine_identity(),
+        decoding_fields=plan.decoding_fields, decoding=plan.decoding, metrics=metrics, counts=counts,
+        isolation=isolation, flags=plan.flags, timing=timing, environment=environment_info(), command=plan.command,
+    )
+
+
+def benchmark_info(plan: EvalPlan, work: BenchmarkWork) -> BenchmarkInfo:
+    """A benchmark's identity in the record: data, prompt template, verifier (name, version, options)."""
+    cls = verifiers.get(work.spec.verifier)
+    identity = verifier_identity(cls, plan.verifier_options_for(work.spec.name))
+    return BenchmarkInfo(**work.info, verifier=work.spec.verifier, verifier_version=cls.version,
+                         verifier_args=work.spec.verifier_args, verifier_options=identity.options)
 
 
 @dataclass
@@ -119,13 +175,13 @@ class RunState:
     isolation: dict[str, Any] = field(default_factory=dict)
 
 
-def _gen_key(fingerprint: str, decoding: DecodingConfig, req: GenerationRequest) -> str:
-    return cache_key(fingerprint, decoding.config_hash(), req.prompt_hash, req.index, req.seed)
+def _gen_key(fingerprint: str, generation_key: str, req: GenerationRequest) -> str:
+    return cache_key(fingerprint, generation_key, req.prompt_hash, req.index, req.seed)
 
 
 def _generate(plan: EvalPlan, work: BenchmarkWork, cache, fingerprint: str, state: RunState) -> None:
     name = work.spec.name
-    todo = [r for r in work.requests if _gen_key(fingerprint, plan.decoding, r) not in cache]
+    todo = [r for r in work.requests if _gen_key(fingerprint, plan.generation_key(), r) not in cache]
     state.cached[name] = len(work.requests) - len(todo)
     state.generated[name] = 0
     if not todo:
@@ -139,7 +195,7 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, cache, fingerprint: str, stat
             outputs = plan.engine.generate(batch, plan.decoding)
             if len(outputs) != len(batch):
                 raise RuntimeError(f"engine {plan.engine.name} returned {len(outputs)} generations for {len(batch)} requests")
-            cache.extend((_gen_key(fingerprint, plan.decoding, r), g) for r, g in zip(batch, outputs))
+            cache.extend((_gen_key(fingerprint, plan.generation_key(), r), g) for r, g in zip(batch, outputs))
             state.generated[name] += len(batch)
             if bar:
                 bar.update(len(batch))
@@ -160,13 +216,15 @@ class BenchmarkResult:
 def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, state: RunState) -> BenchmarkResult:
     """Verify every sample whose k generations are all available (cached verdicts reused)."""
     spec, k = work.spec, plan.decoding.num_samples
-    verifier = verifiers.get(spec.verifier)(**spec.verifier_args, **plan.verifier_options)
-    verifier_id = cache_key(spec.verifier, verifier.version, spec.verifier_args, plan.verifier_options)[:16]
+    options = plan.verifier_options_for(spec.name)
+    verifier = verifiers.get(spec.verifier)(**options)
+    identity = verifier_identity(type(verifier), options)
+    verifier_id = cache_key(spec.verifier, verifier.version, identity.options)[:16]
     vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")
     ready: list[tuple[Sample, list[tuple[GenerationRequest, Generation]]]] = []
     for i, sample in enumerate(work.samples):
         reqs = work.requests[i * k : (i + 1) * k]
-        gens = [gen_cache.get(_gen_key(fingerprint, plan.decoding, r)) for r in reqs]
+        gens = [gen_cache.get(_gen_key(fingerprint, plan.generation_key(), r)) for r in reqs]
         if all(g is not None for g in gens):
             ready.append((sample, list(zip(reqs, gens))))
 
@@ -203,8 +261,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
     metric_values, counts = metric_lib.compute(spec.metrics, per_sample, k)
     counts.update(generated=state.generated.get(spec.name, 0), cached=state.cached.get(spec.name, 0),
                   missing=len(work.samples) - len(ready))
-    info = BenchmarkInfo(**work.info, verifier=spec.verifier, verifier_version=verifier.version, verifier_args=spec.verifier_args)
-    return BenchmarkResult(info, metric_values, counts, rows)
+    return BenchmarkResult(benchmark_info(plan, work), metric_values, counts, rows)
 
 
 def sample_row(benchmark: str, sample: Sample, req: GenerationRequest, gen: Generation, v: Verdict) -> dict:
@@ -213,5 +270,5 @@ def sample_row(benchmark: str, sample: Sample, req: GenerationRequest, gen: Gene
         "benchmark": benchmark, "id": sample.id, "index": req.index,
         "messages": [m.model_dump() for m in req.messages], "reference": sample.reference,
         "completion": gen.text, "answer": v.answer, "passed": v.passed, "score": v.score, "status": v.status,
-        "details": v.details, "nfe": gen.nfe, "finish_reason": gen.finish_reason,
+        "details": v.details, "nfe": gen.nfe, "nfe_official": gen.nfe_official, "finish_reason": gen.finish_reason,
     }

@@ -7,8 +7,9 @@ For every column (suite, benchmark) the reference is one cell, never a vote amon
   complete runs before partial and failed ones, the earliest ``created_at``, then the smallest run id.
   A rerun or a new model added later thus never moves the reference of the cells already there.
 
-A cell whose identity fields (decoding ``config_hash``, data sha256, prompt template hash, verifier name
-+ version) differ from the reference's gets a flag that spells out the difference (for decoding: the
+A cell whose identity fields (decoding ``config_hash``, the engine settings that can change tokens, data
+sha256, prompt template hash, verifier name + version + options: the keys of the harness's generation and
+verdict caches) differ from the reference's gets a flag that spells out the difference (for decoding: the
 differing fields). Execution-only differences (``batch_size``) get a minor flag: decoding is
 batch-invariant by contract, but a mismatch is still worth seeing. Partial and failed runs are flagged too.
 """
@@ -18,15 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dare.harness.records import BenchmarkInfo, DecodingConfig, RunRecord
+from dare.harness.records import BenchmarkInfo, DecodingConfig, RunRecord, canonical_json
 
 # Each guard: (kind, what it is called, how to read it from a run for one benchmark).
 _IdentityReader = Callable[[RunRecord, BenchmarkInfo], str]
 IDENTITY_GUARDS: tuple[tuple[str, str, _IdentityReader], ...] = (
     ("decoding", "decoding config", lambda run, info: run.decoding.config_hash()),
+    ("engine", "engine settings", lambda run, info: canonical_json(run.engine_identity)),
     ("data", "data sha256", lambda run, info: info.data_sha256),
     ("prompt", "prompt template hash", lambda run, info: info.prompt_template_hash),
-    ("verifier", "verifier", lambda run, info: f"{info.verifier} v{info.verifier_version}"),
+    ("verifier", "verifier", lambda run, info: f"{info.verifier} v{info.verifier_version} {canonical_json(info.verifier_options)}"),
 )
 STATUS_ORDER = {"complete": 0, "partial": 1, "failed": 2}
 REFERENCE_RULE = "the oldest complete run of an untrained model"

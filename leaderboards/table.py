@@ -131,6 +131,8 @@ def row_id(run: LoadedRun) -> str:
     training = record.model.training or {}
     identity = [record.suite, record.model.name, record.model.fingerprint, record.decoding.config_hash(),
                 training_run(training), training.get("step")]
+    if record.engine_identity:  # bf16 and fp32 runs of one model are two rows (older records keep their ids)
+        identity.append(record.engine_identity)
     return f"{slug(record.model.name, 24)}-{hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:10]}"
 
 

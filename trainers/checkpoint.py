@@ -9,7 +9,6 @@ metrics lines after the checkpoint's step are dropped, so no step is logged twic
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ import torch
 from dare.backends.models.checkpoint import save_state
 from dare.backends.models.loader import TOKENIZER_FILES
 from dare.harness.errors import ConfigError
+from dare.harness.rundir import hold
 
 from .lora_backend import LoraBackend, WeightsView
 
@@ -87,15 +87,10 @@ def check_same_run(run_dir: Path, fingerprint: str, config: dict[str, Any]) -> N
 
 @contextmanager
 def exclusive(run_dir: Path) -> Iterator[None]:
-    """Hold ``run_dir`` for one process: a second trainer on the same run would interleave its steps and
-    checkpoints with ours. The lock dies with the process, so a killed run never blocks its rerun."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with (run_dir / ".lock").open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"{run_dir} is being trained by another process; wait for it to finish, or pass "
-                              "another --run-name / --out") from None
+    """Hold ``run_dir`` for one process (:func:`dare.harness.rundir.hold`, the lock dare-eval takes on its
+    --out): a second trainer on the same run would interleave its steps and checkpoints with ours."""
+    with hold(run_dir, f"{run_dir} is being trained by another process; wait for it to finish, or pass "
+                       "another --run-name / --out", ConfigError):
         yield
 
 

@@ -30,12 +30,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from dare.harness import config as hcfg
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
+from dare.harness.plan import resolve_decoding
 from dare.harness.registry import architectures
 
 from . import checkpoint as ckpt
@@ -86,6 +88,8 @@ class Comparison(BaseModel):
     start: StartSpec
     train: dict[str, Any] = Field(description="TrainConfig fields shared by every run")
     runs: list[RunSpec] = Field(min_length=1)
+    threads: int = Field(1, ge=1, description="torch threads of every training and evaluation, the start's "
+                         "included, whatever --jobs: a result must not depend on how many ran at once")
 
 
 def load_comparison(path: str) -> tuple[Comparison, Path]:
@@ -123,7 +127,8 @@ class ComparisonRunner:
 
     # ------------------------------------------------------------------ configs
     def _run_config(self, run: RunSpec) -> TrainConfig:
-        shared = {**self.comparison.train, "algorithm": run.algorithm, "model_label": self.label}
+        shared = {**self.comparison.train, "algorithm": run.algorithm, "model_label": self.label,
+                  "threads": self.comparison.threads}
         config = load_experiment(None, {**shared, **run.settings, "model": self.model})
         algo, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
         needs = build_algorithm(algo, settings).requirements()
@@ -160,14 +165,14 @@ class ComparisonRunner:
 
             write_initial(self.start.init, init)
         # the SFT stage's record names what it trained from; the runs name the result (``label``)
-        flags = {**self.start.overrides, "model_path": str(init), "model_label": f"{self.start.init}-init"}
+        flags = {**self.start.overrides, "model_path": str(init), "model_label": f"{self.start.init}-init",
+                 "threads": self.comparison.threads}
         return self._train_and_evaluate(load_experiment(self.start.recipe, flags), stage / "train")
 
     def decoding(self):
         """The one DecodingConfig of every evaluation: the start model's defaults with ``train.decoding``."""
         config = self.shared
-        return hcfg.decoding_with_overrides(hcfg.model(self.model).decoding_for(config.suite), config.decoding,
-                                            source="decoding")
+        return resolve_decoding(hcfg.model(self.model), config.suite, config.decoding, source="decoding")
 
     def _train_and_evaluate(self, config: TrainConfig, run_dir: Path) -> Path:
         """Train (resuming), then evaluate the final checkpoint with the comparison's decoding and limit."""
@@ -199,10 +204,11 @@ class ComparisonRunner:
 
     def run(self, only: list[str] | None = None, jobs: int = 1, config_path: str = "") -> dict[str, Any]:
         """Train and evaluate the start, then the runs named in ``only`` (default all), ``jobs`` at a time
-        (each in its own ``dare-train --compare`` process with an equal share of the CPU threads)."""
+        (each in its own ``dare-train --compare`` process; every run uses ``threads`` torch threads)."""
         unknown = sorted(set(only or []) - set(self.configs))
         if unknown:
             raise ConfigError(f"--only {unknown}: no such run; runs: {', '.join(self.configs)}")
+        torch.set_num_threads(self.comparison.threads)  # the start's evaluation runs in this process
         start = self.start_checkpoint()
         baseline = self.baseline(start)
         names = [n for n in self.configs if not only or n in only]
@@ -215,8 +221,8 @@ class ComparisonRunner:
         return summarise(self.out, self.label, baseline, self.comparison)
 
     def _parallel(self, names: list[str], jobs: int, config_path: str) -> None:
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        threads = str(self.comparison.threads)  # as in a sequential run, so --jobs never changes a result
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
         def one(name: str) -> int:
             argv = [sys.executable, "-m", "dare.trainers.cli", "--compare", config_path, "--out", str(self.out),

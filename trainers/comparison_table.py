@@ -53,9 +53,8 @@ def _row(name: str, algorithm: str, eval_dir: Path, base: dict, run_dir: Path | 
     return row
 
 
-def summarise(out: Path, label: str, baseline: Path, comparison) -> dict[str, Any]:
-    """comparison.json and comparison.md from the records of the runs that have finished so far; ``comparison``
-    is the :class:`~.compare.Comparison` (its description, shared settings and runs)."""
+def comparison_rows(out: Path, label: str, baseline: Path, comparison) -> list[dict[str, Any]]:
+    """One row per finished run (the start first), read from the evaluation records under ``out``."""
     base = _per_sample(baseline)
     rows = [_row(label, "start", baseline, base, None)]
     for run in comparison.runs:
@@ -63,6 +62,13 @@ def summarise(out: Path, label: str, baseline: Path, comparison) -> dict[str, An
         eval_dir = read_eval_marker(run_dir)
         if eval_dir is not None:
             rows.append(_row(run.run_name, run.algorithm, eval_dir, base, run_dir))
+    return rows
+
+
+def summarise(out: Path, label: str, baseline: Path, comparison) -> dict[str, Any]:
+    """comparison.json and comparison.md from the records of the runs that have finished so far; ``comparison``
+    is the :class:`~.compare.Comparison` (its description, shared settings and runs)."""
+    rows = comparison_rows(out, label, baseline, comparison)
     summary = {"description": comparison.description, "start": label, "train": comparison.train, "rows": rows}
     (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "comparison.md").write_text(markdown_table(rows) + "\n")

@@ -58,6 +58,10 @@ class TrainConfig(BaseModel):
     rollout_dtype: Literal["float32", "bfloat16"] | None = Field(
         None, description="run rollouts on a separate copy in this dtype (weights synced each step)")
     device: str | None = None
+    threads: int | None = Field(None, ge=1, description="torch CPU threads for the run (None: the process's, e.g. "
+                                "OMP_NUM_THREADS); recorded in RUN/environment.json")
+    deterministic: bool = Field(False, description="torch.use_deterministic_algorithms for the run (fails on a "
+                                "kernel without a deterministic version); recorded")
     decoding: dict[str, Any] = Field(default_factory=dict, description="DecodingConfig overrides (rollout and eval)")
     rollout_decoding: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.6},
                                              description="overrides for rollouts only (sampling temperature)")
@@ -82,7 +86,8 @@ class TrainConfig(BaseModel):
     chunk_size: int = Field(1024, ge=1, description="rows per chunk of the logits-free cross-entropy")
 
     def fingerprint(self) -> str:
-        """Hash of the settings that define the run's trajectory (not steps, evaluation or device). Fields at
+        """Hash of the settings that define the run's trajectory (not steps, evaluation or execution: device,
+        threads and kernels are recorded per (re)start in RUN/environment.json instead). Fields at
         their defaults are left out, so a field added later (default: the old behaviour) keeps old runs
         resumable."""
         return hashlib.sha256(json.dumps(self.fingerprint_data(), sort_keys=True).encode()).hexdigest()[:16]
@@ -91,7 +96,7 @@ class TrainConfig(BaseModel):
         """The settings the fingerprint hashes (those off their defaults), for naming what differs."""
         return self.model_dump(mode="json", exclude_defaults=True,
                                exclude={"steps", "evaluate", "eval_limit", "device", "save_every", "keep_checkpoints",
-                                        "model_label"})
+                                        "model_label", "threads", "deterministic"})
 
 
 def preset_names() -> list[str]:

@@ -12,27 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dare.harness import config as hcfg
-from dare.harness.engine import EngineContext
-from dare.harness.registry import engines
-from dare.harness.runner import EvalPlan, run_eval
+from dare.harness.plan import evaluate, plan
 
 log = logging.getLogger(__name__)
 EVAL_MARKER = "eval_run.txt"
-
-
-class TrainedModelEngine:
-    """Any engine, with ``model_info().training`` filled in (everything else is delegated)."""
-
-    def __init__(self, inner, training: dict[str, Any]):
-        self._inner, self._training = inner, training
-        self.name, self.version = inner.name, inner.version
-
-    def __getattr__(self, attr: str):
-        return getattr(self._inner, attr)
-
-    def model_info(self):
-        return self._inner.model_info().model_copy(update={"training": self._training})
 
 
 def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -46,17 +29,12 @@ def evaluate_model(name: str, spec, path: Path, config, decoding, out_dir: Path,
                    progress=None) -> Path:
     """Evaluate the checkpoint at ``path`` (records name it ``name``) on ``config.suite`` with ``decoding``
     through ``config.engine``; ``training`` links the record to the run that produced it. Returns the run dir."""
-    ctx = EngineContext(model_name=name, model_spec=spec, model_path=path, device=device or config.device or "cpu",
-                        options={"dtype": config.dtype})
-    engine = engines.get(config.engine)(ctx)
-    if training is not None:
-        engine = TrainedModelEngine(engine, training)
-    plan = EvalPlan(suite=hcfg.suite(config.suite), decoding=decoding, engine=engine, model_name=name,
-                    out_dir=out_dir, cache_dir=out_dir / ".cache", limit=limit,
-                    flags=[f"limit={limit}"] if limit else [], command=command, progress=progress)
-    run_dir = run_eval(plan)
-    log.info("evaluation of %s written to %s", path, run_dir)
-    return run_dir
+    resolved = plan(None, config.suite, config.engine, model_path=path, spec=spec, label=name, limit=limit,
+                    device=device or config.device or "cpu", out=out_dir, decoding=decoding,
+                    engine_options={"dtype": config.dtype}, training=training, command=command, progress=progress)
+    evaluate(resolved)
+    log.info("evaluation of %s written to %s", path, resolved.run_dir)
+    return resolved.run_dir
 
 
 def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | None, command: list[str],

@@ -20,12 +20,15 @@ import torch
 
 from dare.backends.models.loader import load_model
 from dare.harness import config as hcfg
-from dare.harness.engine import EngineContext
+from dare.harness.engine import EngineBase, EngineContext
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
+from dare.harness.options import capabilities
+from dare.harness.plan import check_decoding, resolve_decoding
 from dare.harness.registry import engines
 
 from . import checkpoint as ckpt
+from . import reproducible
 from .api import Needs, build_algorithm
 from .batch import RolloutBatch
 from .config import TrainConfig, resolve_algorithm
@@ -44,11 +47,11 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 def check_engine(engine_cls, name: str, needs: Needs) -> None:
     """Refuse engines that cannot serve the algorithm, before anything is loaded."""
-    records = getattr(engine_cls, "records_trajectory", False)
-    if needs.rollout and needs.trajectory and not records:
+    declared = capabilities(engine_cls)
+    if needs.rollout and needs.trajectory and not declared.records_trajectory:
         raise ConfigError(f"this algorithm needs decoding trajectories and engine {name!r} cannot record them; "
                           "use --engine torch")
-    if not isinstance(getattr(engine_cls, "model", None), property):
+    if not declared.in_process_model:
         what = "roll out a live policy" if needs.rollout else "hold a trainable model"
         raise ConfigError(f"engine {name!r} cannot {what} (it has no in-process model); use --engine torch")
 
@@ -105,6 +108,8 @@ class LocalTrainer:
         if resume is not None:  # refuse before loading anything when the settings changed
             ckpt.check_same_run(run_dir, config.fingerprint(), config.model_dump(mode="json"))
         device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        # before any weight is made: the thread count and kernels the result depends on (recorded below)
+        self.environment = reproducible.settle(config.threads, config.deterministic, device)
         lora = config.lora_rank > 0
         self.lora = build_lora_backend(config.lora_backend) if lora else None  # refuses before loading
         # LoRA runs restart from the base weights plus the saved adapters (exact resume of the optimizer)
@@ -147,6 +152,7 @@ class LocalTrainer:
             self.start_step = state["step"]
             self.metrics.truncate(self.start_step)
             log.info("resuming %s from step %d", run_dir, self.start_step)
+        reproducible.record(run_dir, self.start_step, self.environment)
         self.verifiers = Verifiers(self.config.reward)
         self._step, self._skipped = self.start_step, 0  # non-finite guard: current step, consecutive skips
 
@@ -178,9 +184,9 @@ class LocalTrainer:
 
     def _decodings(self):
         cfg = self.config
-        base = self.spec.decoding_for(cfg.suite) if self.spec else {}
-        defaults = self.engine.decoding_defaults() if hasattr(self.engine, "decoding_defaults") else {}
-        evaluation = hcfg.decoding_with_overrides({**base, **defaults}, cfg.decoding, source="decoding")
+        evaluation = resolve_decoding(self.spec, cfg.suite, cfg.decoding, self.engine, source="decoding")
+        decoder = self.engine.decoder(evaluation) if isinstance(self.engine, EngineBase) else None
+        evaluation, _, _ = check_decoding(evaluation, decoder, set(cfg.decoding), "decoding")
         rows = cfg.prompts_per_step * cfg.group_size
         algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
         rollout = {"num_samples": cfg.group_size, "batch_size": rows, **algo, **cfg.rollout_decoding}

@@ -7,6 +7,14 @@ completed prompt blocks are prefilled into a :class:`SlotKVCache`; each finished
 recomputed from its final tokens in one extra pass and stored (exact, thanks to the block-causal mask).
 Within a block, each step proposes tokens for the window and a *rule* chooses which masked ones to commit.
 Rows stop after the block in which a stop token appears (later blocks cannot change earlier ones).
+
+NFE: ``nfe`` counts the forwards run: the prompt prefill (when a complete prompt block exists), every
+denoising step, and the K/V store of each finished block that a later block reads. The official SDAR
+sampler (JetAstra/SDAR@c2041a8, generate.py ``block_diffusion_generate``) also runs the store pass for the
+last decoded block (the one with the stop token, or the canvas's last), whose K/V nothing reads;
+``nfe_official`` counts it, one more per row. (Where the prompt ends inside a block, the official
+sampler spends its per-step quotas over the whole block length, ours over the block's masked slots:
+that is a decoding difference, not a counting one, and ``nfe_official`` does not model it.)
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ def decode_blocks(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
     commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=device)
     block_of = torch.zeros((batch, gen), dtype=torch.long, device=device)
     nfe = torch.zeros(batch, dtype=torch.long, device=device)
+    unstored = torch.zeros_like(nfe)  # decoded blocks without a store pass: the official sampler runs one
     row_step = torch.zeros(batch, dtype=torch.long, device=device)
     finished = torch.zeros(batch, dtype=torch.bool, device=device)
     stop_ids = torch.tensor(model.stop_ids, device=device)
@@ -77,9 +86,10 @@ def decode_blocks(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
             if store.any():  # final K/V of the finished block, read by every later block
                 model.net(win_block, wpos, attn, cache.plan(idx, wvalid & store[:, None]))
                 nfe += store.long()
+            unstored += (active & ~store).long()
     out = tokens[:, canvas.gen_slice]
     out = out.masked_fill(out == model.mask_id, model.eos_id)  # rows stopped early: the rest is EOS
-    return DecodeResult(out, commit_step, block_of, nfe)
+    return DecodeResult(out, commit_step, block_of, nfe, nfe + unstored)
 
 
 def _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps, row_step, nfe, commit_step, gidx):

@@ -56,12 +56,15 @@ class Canvas:
 @dataclass
 class DecodeResult:
     """tokens (B, G); commit_step (B, G) step at which each token was last written (-1: never, filled
-    with EOS after an early stop); block (B, G) block index of each token; nfe (B,) forward passes."""
+    with EOS after an early stop); block (B, G) block index of each token; nfe (B,) forward passes run;
+    nfe_official (B,) the passes the official implementation of the decoder family runs for the same
+    commits (None: the same as ``nfe``; each decoder documents where they differ)."""
 
     tokens: torch.Tensor
     commit_step: torch.Tensor
     block: torch.Tensor
     nfe: torch.Tensor
+    nfe_official: torch.Tensor | None = None
 
 
 def option(cfg: DecodingConfig, name: str, default: Any = None) -> Any:

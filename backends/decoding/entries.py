@@ -1,41 +1,102 @@
 """Registered decoders: ``decode(model, canvas, cfg, gens) -> DecodeResult``, one per family and strategy.
 
 Registry names are ``<decoding family>:<remasking>``; a model's architecture declares its family
-(``mdm`` for LLaDA, ``dream`` for Dream, ``block`` for SDAR and LLaDA2.x).
+(``mdm`` for LLaDA, ``dream`` for Dream, ``block`` for SDAR and LLaDA2.x). Each decoder declares the
+DecodingConfig fields it reads (``decode.reads``) and the model of its ``extra`` options
+(``decode.Options``): the plan refuses a setting the chosen decoder ignores, so two configs hash alike
+exactly when they decode alike. The sets are static per decoder (e.g. ``top_p`` counts as read even at
+temperature 0, where argmax ignores it).
 """
 
 from __future__ import annotations
+
+from typing import Literal
+
+from dare.harness.options import Options
 
 from . import block, dream, llada
 from .block import decode_blocks
 from .mdm import decode_masked_diffusion
 
+COMMON = frozenset({"gen_length", "steps", "block_length", "remasking", "temperature", "top_p", "top_k", "seed",
+                    "stop_at_eos"})
 
-def _mdm(policy):
+
+class DecoderOptions(Options):
+    """``extra`` options every torch decoder reads."""
+
+    record_trajectory: bool = False
+    max_steps_per_block: int | None = None
+
+
+class LladaRandomOptions(DecoderOptions):
+    logits_eos_inf: bool = False
+    confidence_eos_eot_inf: bool = False
+    step_schedule: Literal["uniform", "ascending"] = "uniform"
+
+
+class LladaOptions(LladaRandomOptions):
+    eos_gamma: tuple[float, float] | None = None
+
+
+class DreamOriginOptions(Options):
+    record_trajectory: bool = False
+    eps: float = 1e-3
+
+
+class DreamOptions(DecoderOptions):
+    eps: float = 1e-3
+
+
+class BlockOptions(DecoderOptions):
+    eos_gamma: tuple[float, float] | None = None
+    step_schedule: Literal["uniform", "ascending"] = "uniform"
+
+
+class BlockDynamicOptions(BlockOptions):
+    threshold_rule: Literal["quota", "top1"] = "quota"
+    confidence_threshold: float = 0.9
+
+
+class BlockEditingOptions(BlockOptions):
+    num_to_transfer: int = 1
+    editing_threshold: float = 0.9
+    max_post_steps: int = 16
+
+
+def _declare(decode, reads: frozenset[str], options: type[Options]):
+    decode.reads = reads  # type: ignore[attr-defined]
+    decode.Options = options  # type: ignore[attr-defined]
+    decode.version = "1"  # type: ignore[attr-defined]
+    return decode
+
+
+def _mdm(policy, reads: frozenset[str], options: type[Options]):
     def decode(model, canvas, cfg, gens):
         return decode_masked_diffusion(model, canvas, cfg, gens, policy)
 
     decode.__doc__ = f"Masked-diffusion block loop with the {policy.__name__} policy."
     decode.supports_cfg = True  # type: ignore[attr-defined]
-    return decode
+    return _declare(decode, reads | {"cfg_scale"}, options)
 
 
-def _block(rule):
+def _block(rule, reads: frozenset[str], options: type[Options]):
     def decode(model, canvas, cfg, gens):
         return decode_blocks(model, canvas, cfg, gens, rule)
 
     decode.__doc__ = f"Block diffusion with the {rule.__name__} commit rule."
-    return decode
+    return _declare(decode, reads, options)
 
 
-llada_low_confidence = _mdm(llada.low_confidence)
-llada_random = _mdm(llada.random_remasking)
-dream_origin = _mdm(dream.origin)
-dream_maskgit_plus = _mdm(dream.maskgit_plus)
-dream_topk_margin = _mdm(dream.topk_margin)
-dream_entropy = _mdm(dream.entropy)
-block_low_confidence = _block(block.low_confidence)
-block_static = _block(block.static)
-block_dynamic = _block(block.dynamic)
-block_sequential = _block(block.sequential)
-block_editing = _block(block.editing)
+_PARALLEL = COMMON | {"threshold", "factor"}
+llada_low_confidence = _mdm(llada.low_confidence, _PARALLEL, LladaOptions)
+llada_random = _mdm(llada.random_remasking, _PARALLEL, LladaRandomOptions)
+dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
+dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)
+dream_topk_margin = _mdm(dream.topk_margin, _PARALLEL | {"alg_temp"}, DreamOptions)
+dream_entropy = _mdm(dream.entropy, _PARALLEL | {"alg_temp"}, DreamOptions)
+block_low_confidence = _block(block.low_confidence, COMMON | {"threshold"}, BlockDynamicOptions)
+block_static = _block(block.static, COMMON, BlockOptions)
+block_dynamic = _block(block.dynamic, COMMON | {"threshold"}, BlockDynamicOptions)
+block_sequential = _block(block.sequential, COMMON, BlockOptions)
+block_editing = _block(block.editing, COMMON | {"threshold"}, BlockEditingOptions)

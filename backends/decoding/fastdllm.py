@@ -17,6 +17,14 @@ policy decides it like every other token, which keeps the cached decoder equal t
 models whose cached keys do not change.
 
 Threshold and factor rules come from the policies (top-1 plus every confidence >= tau; factor rule).
+
+NFE: ``nfe`` counts the forwards this loop runs. The official loops (NVlabs/Fast-dLLM@24cc59e,
+llada/generate.py: ``generate_with_prefix_cache`` / ``generate_with_dual_cache``, and the same
+``while True`` shape in dream/model/generation_utils_block.py ``_sample``) run at least one cached pass
+after the block-start pass, even when that first pass already committed the whole block (a threshold
+every confidence clears). This loop skips that pass; ``nfe_official`` adds it back (one pass per such
+block, two with classifier-free guidance), so NFE columns can be set beside the paper's. Without a cache
+both loops end when the block is full and the two counts agree (``generate`` there).
 Shapes: B rows, L canvas length, K block length, V vocabulary, G gen_length.
 """
 
@@ -58,6 +66,8 @@ class _Forward:
         self.key_mask = canvas.valid.repeat(copies, 1)[:, None, None, :]
         cache_class = CACHES.get(mode)  # none: no cache, every step is a full pass
         self.cache = cache_class(model.net.args.n_layers, self.lo, lo + self.k) if cache_class else None
+        # the official cached loops always run a cached pass after the first one (see the module's NFE note)
+        self.official_pass_after_first = self.cache is not None
 
     def _ids(self, x: torch.Tensor) -> torch.Tensor:
         if self.cfg.cfg_scale <= 0:

@@ -53,6 +53,7 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
     max_steps = option(cfg, "max_steps_per_block", k)
     commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=x.device)
     nfe = torch.zeros(batch, dtype=torch.long, device=x.device)
+    skipped = torch.zeros_like(nfe)  # passes the official cached loops run and this loop does not
     row_step = torch.zeros(batch, dtype=torch.long, device=x.device)
     for b in range(gen // k):
         lo = canvas.gen_start + b * k
@@ -73,6 +74,8 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
             nfe += cost * working.long()
             row_step += working.long()
             masked = x[:, lo:lo + k] == model.mask_id
+            if step == 0 and getattr(forward, "official_pass_after_first", False):
+                skipped += cost * (working & ~masked.any(-1)).long()
             step += 1
     block_ids = (torch.arange(gen, device=x.device) // k).expand(batch, -1)
-    return DecodeResult(x[:, canvas.gen_slice], commit_step, block_ids.clone(), nfe)
+    return DecodeResult(x[:, canvas.gen_slice], commit_step, block_ids.clone(), nfe, nfe + skipped)

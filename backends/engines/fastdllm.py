@@ -17,7 +17,9 @@ import torch
 from dare.backends.decoding.fastdllm import POLICIES, cached_decoder
 from dare.backends.models.checkpoint import official_names
 from dare.harness.errors import ConfigError, ModelError
+from dare.harness.options import DecoderInfo
 from dare.harness.records import DecodingConfig
+from dare.harness.registry import decoders
 
 from .torch import TorchEngine
 
@@ -38,6 +40,16 @@ class FastDllmEngine(TorchEngine):
                                   f"{self.arch.name} already decodes with its exact block cache: use cache=none")
             return reference
         return cached_decoder(reference, decoding.cache)
+
+    def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
+        """The reference decoder's declaration; the masked-diffusion ones also read ``cache``."""
+        info = super().decoder(decoding)
+        cached = {name for name in info.catalog if decoders.get(name) in POLICIES}
+        catalog = {name: reads | {"cache"} if name in cached else reads for name, reads in info.catalog.items()}
+        reads = catalog.get(info.name, info.reads | ({"cache"} if decoders.get(info.name) in POLICIES else set()))
+        return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=frozenset(reads),
+                           options=info.options, catalog={f"fastdllm:{n}": r for n, r in catalog.items()},
+                           namespaces=info.namespaces)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:
         """The cache-mode check, then the torch engine's checks (decoder, steps, guidance, prompts)."""

@@ -13,8 +13,9 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from dare.harness.engine import EngineContext, GenerationRequest
+from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
 from dare.harness.errors import InputError
+from dare.harness.options import Capabilities, DecoderInfo
 from dare.harness.records import DecodingConfig, Generation, ModelInfo
 
 MAX_LISTED = 5
@@ -25,17 +26,18 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:MAX_LISTED]) + more
 
 
-class ReplayEngine:
-    """Serves generations from a completions file instead of a model."""
+class ReplayEngine(EngineBase):
+    """Serves generations from a completions file instead of a model. It decodes nothing, so it reads
+    no DecodingConfig field but k: a replay record holds no decoding settings it never used."""
 
     name = "replay"
     version = "1"
-    needs_checkpoint = False
+    capabilities = Capabilities(reads_completions=True, needs_checkpoint=False, decoding_defaults=True)
 
     def __init__(self, ctx: EngineContext):
         if ctx.completions is None:
             raise InputError("--backend replay needs --completions FILE (JSONL with id and completion per line)")
-        self.ctx = ctx
+        super().__init__(ctx)
         self.path = ctx.completions
         self.completions, self.sha256 = self._read(self.path)
 
@@ -74,6 +76,9 @@ class ReplayEngine:
     def decoding_defaults(self) -> dict:
         """k = the largest number of completions given for one sample."""
         return {"num_samples": max(len(v) for v in self.completions.values())}
+
+    def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
+        return DecoderInfo(name="replay", version=self.version, reads=frozenset(), catalog={"replay": frozenset()})
 
     def model_info(self) -> ModelInfo:
         return ModelInfo(name=self.ctx.model_name, fingerprint=f"replay-{self.sha256}",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 
@@ -23,8 +24,9 @@ from dare.backends.decoding import strategies
 from dare.backends.decoding.common import Canvas, option, steps_per_block
 from dare.backends.models.loader import LoadedModel, checkpoint_dir, detect_architecture, fingerprint, load_model, read_config
 from dare.backends.models.tokenizer import render_prompt, use_chat_template
-from dare.harness.engine import EngineContext, GenerationRequest
+from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
+from dare.harness.options import Capabilities, DecoderInfo, Options
 from dare.harness.records import DecodingConfig, Generation, Message, ModelInfo, Trajectory
 from dare.harness.registry import decoders
 
@@ -32,39 +34,70 @@ log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class TorchEngine:
+class TorchOptions(Options):
+    """``--set engine.X``: ``dtype`` (default float32 on CPU, bfloat16 on CUDA), ``attention`` (kernel,
+    see :mod:`dare.backends.models.attention`), ``threads`` (CPU threads; execution only) and
+    ``record_trajectory`` (keep the per-token commit steps)."""
+
+    execution_only = frozenset({"threads"})
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    attention: str = "auto"
+    threads: int | None = None
+    record_trajectory: bool = False
+
+
+class TorchEngine(EngineBase):
     """Engine protocol implementation over :mod:`dare.backends.models` and :mod:`dare.backends.decoding`."""
 
     name = "torch"
     version = "0.1.0"
-    records_trajectory = True  # decoders can return the step map (engine.record_trajectory / DecodingConfig.extra)
+    Options = TorchOptions
+    capabilities = Capabilities(decoding_defaults=True, records_trajectory=True, in_process_model=True)
 
     def __init__(self, ctx: EngineContext):
-        self.ctx = ctx
+        super().__init__(ctx)
         spec = ctx.model_spec
         self.path = checkpoint_dir(ctx)
         self._templated: bool | None = None
         self.config = read_config(self.path)
         self.arch = detect_architecture(self.config, spec.architecture if spec else None)
         self.device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if ctx.options.get("threads"):  # --set engine.threads=N: tiny models on shared CPUs run best on 1
-            torch.set_num_threads(int(ctx.options["threads"]))
+        if self.options.threads:  # --set engine.threads=N: tiny models on shared CPUs run best on 1
+            torch.set_num_threads(int(self.options.threads))
         self._model: LoadedModel | None = None
 
     @property
     def model(self) -> LoadedModel:
         if self._model is None:
             spec = self.ctx.model_spec
-            dtype = _DTYPES.get(str(self.ctx.options.get("dtype"))) if self.ctx.options.get("dtype") else None
             self._model = load_model(self.path, self.arch.name, mask_id=spec.mask_id if spec else None,
-                                     eos_id=spec.eos_id if spec else None, device=self.device, dtype=dtype,
-                                     attention=str(self.ctx.options.get("attention", "auto")))
+                                     eos_id=spec.eos_id if spec else None, device=self.device,
+                                     dtype=_DTYPES[self._dtype()], attention=self.options.attention)
         return self._model
 
     def model_info(self) -> ModelInfo:
         digest, parts = fingerprint(self.path)
         return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.arch.name,
                          fingerprint=digest, fingerprint_parts=parts)
+
+    def _dtype(self) -> str:
+        """The dtype the weights run in (load_model's rule when none is set: bfloat16 on CUDA, else float32)."""
+        return self.options.dtype or ("bfloat16" if str(self.device).startswith("cuda") else "float32")
+
+    def token_identity(self) -> dict:
+        """dtype, kernel and device class change tokens; the thread count does not."""
+        return {**self.options.identity(), "dtype": self._dtype(), "device": str(self.device).split(":")[0]}
+
+    def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
+        """The registered decoder ``<family>:<remasking>`` and what it reads (a ConfigError if none)."""
+        self._decoder(decoding)  # refuses a remasking this model has no decoder for
+        family = self.arch.decoding_family
+        decode = decoders.get(f"{family}:{decoding.remasking}")  # the registered entry and its declarations
+        catalog = {f"{family}:{s}": frozenset(getattr(decoders.get(f"{family}:{s}"), "reads", ()))
+                   for s in strategies(family)}
+        return DecoderInfo(name=f"{family}:{decoding.remasking}", version=getattr(decode, "version", "1"),
+                           reads=frozenset(decode.reads), options=decode.Options, catalog=catalog,
+                           namespaces=frozenset({"torch"}))
 
     def decoding_defaults(self) -> dict:
         """The architecture's usual decoding when the model has no ModelSpec (checkpoint given by path)."""
@@ -123,7 +156,7 @@ class TorchEngine:
         with torch.inference_mode():
             result = decode(model, canvas, decoding, gens)
         elapsed = time.perf_counter() - began
-        record = bool(option(decoding, "record_trajectory", self.ctx.options.get("record_trajectory", False)))
+        record = bool(option(decoding, "record_trajectory", self.options.record_trajectory))
         gens_out = []
         for row, request in enumerate(batch):
             ids = result.tokens[row].tolist()
@@ -135,6 +168,7 @@ class TorchEngine:
             gens_out.append(Generation(
                 sample_id=request.sample_id, index=request.index, text=text, token_ids=ids,
                 finish_reason="stop" if stop is not None else "length", nfe=int(result.nfe[row]),
+                nfe_official=None if result.nfe_official is None else int(result.nfe_official[row]),
                 latency_s=elapsed / len(batch), trajectory=trajectory))
         log.debug("decoded %d requests in %.2fs", len(batch), elapsed)
         return gens_out

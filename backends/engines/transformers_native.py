@@ -30,6 +30,7 @@ from dare.backends.models.loader import checkpoint_dir, fingerprint
 from dare.backends.models.tokenizer import render_prompt, use_chat_template
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
+from dare.harness.options import Capabilities
 from dare.harness.records import DecodingConfig, Generation, Message, ModelInfo, sha256_text
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,7 @@ class TransformersEngine:
 
     name = ENGINE_NAME
     version = f"0.1.0+transformers.{transformers.__version__}"
+    capabilities = Capabilities(decoding_defaults=True)
 
     def __init__(self, ctx: EngineContext):
         self.ctx = ctx

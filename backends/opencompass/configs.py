@@ -23,6 +23,7 @@ from opencompass.openicl.icl_retriever import ZeroRetriever
 
 from dare.harness import config as cfg
 from dare.harness.errors import PrerequisiteError
+from dare.harness.plan import resolve_decoding
 from dare.harness.rundir import slug
 
 from .dataset import ID_COLUMN, DareBenchmarkDataset, message_columns, prompt_template
@@ -66,11 +67,11 @@ def dare_model(engine: str = "torch", model: str | None = None, *, abbr: str | N
     config file is read (:func:`~.validate.check_model`): a typo stops OpenCompass with one line."""
     check_model(engine, model, decoding, options)
     spec = cfg.model(model) if model and model in cfg.names("models") else None
-    settings = {**(spec.decoding_for(options.get("suite") or "default") if spec else {}), **(decoding or {})}
+    settings = resolve_decoding(spec, options.get("suite") or "default", decoding, source="dare_model decoding")
     return dict(
         abbr=abbr or slug(f"dare-{engine}-{model or 'model'}"), type=dotted(DareModel), engine=engine, model=model,
-        decoding=dict(decoding or {}), batch_size=batch_size or settings.get("batch_size", 1),
-        max_out_len=settings.get("gen_length"), run_cfg=dict(num_gpus=num_gpus), **options,
+        decoding=dict(decoding or {}), batch_size=batch_size or settings.batch_size,
+        max_out_len=settings.gen_length, run_cfg=dict(num_gpus=num_gpus), **options,
     )
 
 

@@ -41,7 +41,7 @@ class DareVerifierEvaluator(BaseEvaluator):
         k = len(groups[0]) if groups else 1
         if any(len(g) != k for g in groups):
             raise InputError(f"predictions of {self.benchmark!r} have different numbers of samples per prompt")
-        verifier = verifiers.get(spec.verifier)(**spec.verifier_args, **self.options)
+        verifier = verifiers.get(spec.verifier)(**{**spec.verifier_args, **self.options})
         try:
             flat = verifier.verify_batch([(samples[str(r)], text or "") for r, g in zip(references, groups) for text in g])
             isolation = verifier.describe()

@@ -27,8 +27,10 @@ from opencompass.registry import MODELS
 from opencompass.utils import get_logger
 
 from dare.harness import config as cfg
-from dare.harness.engine import EngineContext, GenerationRequest, request_seed
+from dare.harness.engine import EngineBase, EngineContext, GenerationRequest, request_seed
 from dare.harness.models import resolve
+from dare.harness.options import capabilities
+from dare.harness.plan import check_decoding, resolve_decoding
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.registry import engines
 
@@ -78,7 +80,7 @@ class DareModel(BaseModel):
     def _build_engine(self, name: str, model: str | None, model_path: str | None, completions: str | None,
                       device: str | None, options: dict):
         engine_cls = engines.get(name)
-        resolved = resolve(model or (None if model_path else name), model_path, getattr(engine_cls, "needs_checkpoint", True))
+        resolved = resolve(model or (None if model_path else name), model_path, capabilities(engine_cls).needs_checkpoint)
         ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
                             completions=Path(completions) if completions else None, device=device,
                             options=options, sample_ids=frozenset(self.index.sample_ids))
@@ -89,9 +91,9 @@ class DareModel(BaseModel):
         if isinstance(decoding, DecodingConfig):
             return decoding
         spec = cfg.model(model) if model and model in cfg.names("models") else None
-        base = spec.decoding_for(suite or "default") if spec else {}
-        defaults = self.engine.decoding_defaults() if hasattr(self.engine, "decoding_defaults") else {}
-        return cfg.decoding_with_overrides({**base, **defaults}, dict(decoding or {}), source="DareModel decoding")
+        resolved = resolve_decoding(spec, suite or "default", decoding, self.engine, source="DareModel decoding")
+        decoder = self.engine.decoder(resolved) if isinstance(self.engine, EngineBase) else None
+        return check_decoding(resolved, decoder, set(decoding or {}), source="DareModel decoding")[0]
 
     def parse_template(self, prompt_template: Any, mode: str) -> Any:
         """In gen mode: chat messages as dicts (one list per prompt), never a flattened string."""

@@ -25,10 +25,11 @@ from dare.harness import metrics as metric_lib
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError
 from dare.harness.models import resolve
-from dare.harness.records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Verdict
+from dare.harness.options import Capabilities, capabilities
+from dare.harness.records import ComponentInfo, DecodingConfig, Generation, ModelInfo, Verdict
 from dare.harness.registry import engines
-from dare.harness.runner import EvalPlan, sample_row, plan_benchmark
-from dare.harness.rundir import environment_info, new_run_dir, slug, write_run
+from dare.harness.runner import EvalPlan, benchmark_info, build_record, sample_row, plan_benchmark
+from dare.harness.rundir import new_run_dir, slug, write_run
 from dare.harness.verifiers import verifiers
 
 from . import require_opencompass
@@ -40,8 +41,8 @@ class OpenCompassEngine:
     """Engine protocol (delegating to the inner engine) plus :meth:`run_eval`, which the CLI prefers."""
 
     name = "opencompass"
-    needs_checkpoint = False  # the inner engine decides; its checkpoint is resolved in __init__
-    reads_completions = True  # --completions goes to an inner replay engine
+    # the inner engine decides on a checkpoint (resolved in __init__); --completions goes to an inner replay
+    capabilities = Capabilities(reads_completions=True, needs_checkpoint=False, decoding_defaults=True, own_loop=True)
 
     def __init__(self, ctx: EngineContext):
         self.version = getattr(require_opencompass(), "__version__", "unknown")
@@ -49,13 +50,13 @@ class OpenCompassEngine:
         if self.via == self.name:
             raise ConfigError("engine.via=opencompass would wrap OpenCompass in itself; name a DARE engine (torch, replay, ...)")
         inner_cls = engines.get(self.via)
-        if getattr(inner_cls, "needs_checkpoint", True) and ctx.model_path is None:
+        if capabilities(inner_cls).needs_checkpoint and ctx.model_path is None:
             resolved = resolve(ctx.model_name, None, True)  # the CLI skipped this because of needs_checkpoint=False
             ctx = replace(ctx, model_spec=resolved.spec, model_path=resolved.path)
         self.inner = inner_cls(replace(ctx, options={k: v for k, v in ctx.options.items() if k != "via"}))
 
     def decoding_defaults(self) -> dict:
-        return self.inner.decoding_defaults() if hasattr(self.inner, "decoding_defaults") else {}
+        return self.inner.decoding_defaults() if capabilities(self.inner).decoding_defaults else {}
 
     def model_info(self) -> ModelInfo:
         return self.inner.model_info()
@@ -91,7 +92,7 @@ class OpenCompassEngine:
         infos, metrics, counts, rows = {}, {}, {}, []
         for work in works:
             name = work.spec.name
-            dataset_cfg = dare_dataset(name, plan.limit, plan.verifier_options)
+            dataset_cfg = dare_dataset(name, plan.limit, plan.verifier_options_for(name))
             task_cfg = ConfigDict(models=[model_cfg], datasets=[[dataset_cfg]], work_dir=str(run_dir / "opencompass"),
                                   eval=dict(runner=dict(task=dict(dump_details=True))))
             check_importable(task_cfg)
@@ -107,21 +108,14 @@ class OpenCompassEngine:
             counts[name].update(generated=len(work.requests), cached=0, missing=0)
             if result.get("dare_isolation"):
                 isolation[name] = _first(result["dare_isolation"])
-            verifier_version = verifiers.get(work.spec.verifier).version
-            infos[name] = BenchmarkInfo(**work.info, verifier=work.spec.verifier, verifier_version=verifier_version,
-                                        verifier_args=work.spec.verifier_args)
+            infos[name] = benchmark_info(plan, work)
             k = plan.decoding.num_samples
             for i, (sample, verdicts) in enumerate(zip(work.samples, per_sample)):
                 for request, verdict in zip(work.requests[i * k:(i + 1) * k], verdicts):
                     rows.append(sample_row(name, sample, request, model.generations[(sample.id, request.index)], verdict))
         timing["total_s"] = round(time.monotonic() - started, 3)
-        record = RunRecord(
-            run_id=run_dir.name, status="complete", created_at=created.isoformat(),
-            finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name, benchmarks=infos,
-            model=model_info, backend=ComponentInfo(name=self.name, version=self.version, options={"via": self.via}),
-            decoding=plan.decoding, metrics=metrics, counts=counts, isolation=isolation, flags=plan.flags,
-            timing=timing, environment=environment_info(), command=plan.command,
-        )
+        record = build_record(plan, run_dir, "complete", created, infos, model_info, metrics, counts, isolation, timing,
+                              backend=ComponentInfo(name=self.name, version=self.version, options={"via": self.via}))
         write_run(run_dir, record, rows)
         return run_dir
 

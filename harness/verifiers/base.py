@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..records import Sample, Verdict
+from ..options import Options, parse_options
+from ..records import ComponentInfo, Sample, Verdict
 
 
 class Verifier:
@@ -20,6 +21,8 @@ class Verifier:
 
     name: ClassVar[str] = "base"
     version: ClassVar[str] = "0"
+    Options: ClassVar[type[Options] | None] = None
+    """The typed options (unknown keys refused); None for a plugin that declares none (taken as given)."""
 
     def __init__(self, **options: Any):
         self.options = options
@@ -49,3 +52,17 @@ class Verifier:
 
     def close(self) -> None:
         """Release pools and sandboxes."""
+
+
+def verifier_options(cls: type[Verifier], values: dict[str, Any]) -> dict[str, Any]:
+    """The options a verifier runs with: ``values`` validated into ``cls.Options`` with its defaults filled
+    (unknown keys are a ConfigError with did-you-mean), or ``values`` as given for an undeclared plugin."""
+    if cls.Options is None:
+        return dict(values)
+    return parse_options(cls.Options, values, "verifier").model_dump(mode="json")
+
+
+def verifier_identity(cls: type[Verifier], options: dict[str, Any]) -> ComponentInfo:
+    """(name, version, options that can change a verdict): what the verdict cache and the leaderboard key on."""
+    skip = cls.Options.execution_only if cls.Options is not None else frozenset()
+    return ComponentInfo(name=cls.name, version=cls.version, options={k: v for k, v in options.items() if k not in skip})

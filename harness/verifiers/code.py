@@ -25,6 +25,7 @@ from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
 from ..sandbox.verdicts import Outcome, judge_outputs, outcome_from_run
 from .base import Verifier
+from .code_options import CodeOptions
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,7 @@ class CodeVerifier(Verifier):
 
     name = "code"
     version = "1"
+    Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
                  min_time_limit: float = 1.0, time_limit_factor: float = 4.0, sample_time_limit: float = 60.0,

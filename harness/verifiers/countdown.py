@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from ..options import NoOptions
 from ..records import Sample, Verdict
 from .base import Verifier
 from .extract import extract_tagged_answer
@@ -149,10 +150,11 @@ def solve(numbers: Sequence[int], target: int) -> str | None:
 
 
 class CountdownVerifier(Verifier):
-    """Exact Countdown checking. No options are needed; unknown ones are recorded and ignored."""
+    """Exact Countdown checking. It has no options (any given is refused)."""
 
     name = "countdown"
     version = "1"
+    Options = NoOptions
 
     def verify(self, sample: Sample, completion: str) -> Verdict:
         numbers, target = _sample_numbers(sample)

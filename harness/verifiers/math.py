@@ -32,9 +32,12 @@ import re
 import weakref
 from collections.abc import Sequence
 from importlib.metadata import version as _dist_version
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from ..errors import ConfigError
+from ..options import Options
 from ..records import Sample, Verdict
 from .answer_types import clean_answer, clean_gold, match_parts, rules_for, split_answers
 from .base import Verifier
@@ -153,12 +156,24 @@ def _within(gold: list, predicted: list, tolerance: float) -> bool:
         return False
 
 
+class MathOptions(Options):
+    """``timeout`` (s per answer), ``fallback`` (see the module doc), ``workers`` (processes; execution
+    only), ``memory_mb`` (per-worker address-space cap)."""
+
+    execution_only = frozenset({"workers"})
+    timeout: float = Field(10.0, gt=0)
+    fallback: Literal["last_number", "math_verify", "none"] = "last_number"
+    workers: int | None = None
+    memory_mb: int | None = 4096
+
+
 class MathVerifier(Verifier):
     """Options: ``timeout`` (s per answer, default 10), ``fallback`` (see module doc), ``workers``
     (processes, default min(4, cpus)), ``memory_mb`` (per-worker address-space cap, default 4096)."""
 
     name = "math"
     version = "1+math-verify-" + _dist_version("math-verify")
+    Options = MathOptions
 
     def __init__(self, timeout: float = 10.0, fallback: str = "last_number", workers: int | None = None,
                  memory_mb: int | None = 4096, **options: Any):

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..options import Options
 from ..records import Sample, Verdict
 from .base import Verifier
 from .extract import extract_tagged_answer
@@ -88,11 +89,16 @@ def _puzzle_and_solution(sample: Sample) -> tuple[str, str]:
     return str(sample.metadata["puzzle"]), solution
 
 
+class SudokuOptions(Options):
+    accept_alternative_solutions: bool = True
+
+
 class SudokuVerifier(Verifier):
     """Exact solve plus d1 partial credit. Option: ``accept_alternative_solutions`` (default True)."""
 
     name = "sudoku"
     version = "1"
+    Options = SudokuOptions
 
     def __init__(self, accept_alternative_solutions: bool = True, **options: Any):
         super().__init__(accept_alternative_solutions=accept_alternative_solutions, **options)

@@ -100,7 +100,9 @@ def test_a_changed_verifier_rescores_cached_generations_without_regenerating(tmp
     _, first = run_record(dare_eval(*args, env=env))
     assert first["counts"]["sudoku"]["generated"] == 10
     # Another verifier configuration is another verifier identity: new verdicts, same generations.
-    _, second = run_record(dare_eval(*args, "--set", "verifier.rescored=1", env=env))
+    _, second = run_record(dare_eval(*args, "--set", "verifier.accept_alternative_solutions=false", env=env))
     assert second["counts"]["sudoku"]["generated"] == 0 and second["counts"]["sudoku"]["cached"] == 10
     assert len(list((tmp_path / "runs" / ".cache" / "verdicts").glob("*.jsonl"))) == 2
-    assert second["metrics"] == first["metrics"]
+    # the solver's grids are valid but not always the reference one: the strict reading scores them 0
+    assert second["benchmarks"]["sudoku"]["verifier_options"] == {"accept_alternative_solutions": False}
+    assert second["metrics"]["sudoku"]["accuracy"]["value"] < first["metrics"]["sudoku"]["accuracy"]["value"]

@@ -1,0 +1,43 @@
+"""``dare-eval --dry-run``: the resolved plan as text, without loading weights or generating.
+
+Shows what a run would record and key its caches on: the DecodingConfig (the fields the decoder reads)
+with its hash, the engine's options and token identity, the decoder and its ``extra`` options, and per
+benchmark the data sha256, the prompt template (name and hash) and the verifier with its options.
+"""
+
+from __future__ import annotations
+
+from . import config as cfg
+from .data import verified_path
+from .engine import EngineBase
+from .options import HARNESS_FIELDS
+from .prompts import template
+from .records import canonical_json
+from .runner import EvalPlan
+from .verifiers import verifiers
+
+
+def describe(plan: EvalPlan) -> str:
+    """Readable lines of the plan (one ``key: value`` per line, JSON values)."""
+    lines = [f"suite: {plan.suite.name} ({', '.join(plan.suite.benchmarks)})", f"model: {plan.model_name}"]
+    options = plan.engine.options.model_dump(mode="json") if isinstance(plan.engine, EngineBase) else {}
+    lines.append(f"engine: {plan.engine.name} {plan.engine.version} options {canonical_json(options)}")
+    lines.append(f"engine identity (generation cache key): {canonical_json(plan.engine_identity())}")
+    if plan.decoder is not None:
+        extra = plan.decoder_options.model_dump(mode="json") if plan.decoder_options is not None else {}
+        reads = sorted(plan.decoder.reads | HARNESS_FIELDS)
+        lines.append(f"decoder: {plan.decoder.name} {plan.decoder.version} options {canonical_json(extra)}")
+        lines.append(f"decoder reads: {', '.join(reads)}")
+    decoding = plan.decoding.to_record(plan.decoding_fields)
+    lines.append(f"decoding: config_hash {decoding.pop('config_hash')} {canonical_json(decoding)}")
+    lines.append(f"generation key: {plan.generation_key()}")
+    for name in plan.suite.benchmarks:
+        spec = cfg.benchmark(name)
+        _, sha = verified_path(spec.data)
+        tmpl = template(spec.prompt)
+        lines.append(f"{name}: data {spec.data} sha256 {sha}; prompt {spec.prompt} hash {tmpl.template_hash()}")
+        version = verifiers.get(spec.verifier).version
+        lines.append(f"{name}: verifier {spec.verifier} {version} options {canonical_json(plan.verifier_options_for(name))}")
+    if plan.limit is not None:
+        lines.append(f"limit: {plan.limit} samples per benchmark")
+    return "\n".join(lines)
