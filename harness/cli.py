@@ -10,12 +10,13 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import config as cfg
 from .cliutil import Parser, progress_bars
 from .dryrun import describe
 from .errors import DareError
-from .plan import evaluate, plan
+from .plan import evaluate, plan, resolve_decoding
 from .registry import engines, load_plugins, metrics
 from .runner import EvalPlan
 from .verifiers import verifiers
@@ -84,10 +85,16 @@ def _model_lines(spec: cfg.ModelSpec) -> list[str]:
     aliases = f" [{', '.join(spec.aliases)}]" if spec.aliases else ""
     out = [f"  {spec.name}{aliases}"]
     for suite in cfg.names("suites"):
-        line = f"    {suite}: {_decoding_text(spec.decoding_for(suite))}"
-        alone = [f"{b}: {_decoding_text(spec.decoding_for(suite, b))}" for b in cfg.suite(suite).benchmarks if b in spec.decoding]
+        line = f"    {suite}: {_decoding_text(_model_decoding(spec, suite))}"
+        alone = [f"{b}: {_decoding_text(_model_decoding(spec, b))}" for b in cfg.suite(suite).benchmarks if b in spec.decoding]
         out.append(line + (f" (alone: {'; '.join(alone)})" if alone else ""))
     return out
+
+
+def _model_decoding(spec: cfg.ModelSpec, suite: str) -> dict[str, Any]:
+    """The fields a run of ``suite`` takes from the model's settings, through the one resolver (engine
+    defaults come on top at run time)."""
+    return resolve_decoding(spec, suite).model_dump(exclude_defaults=True)
 
 
 def _id_format(data_file: str) -> str:

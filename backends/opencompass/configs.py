@@ -66,7 +66,7 @@ def dare_model(engine: str = "torch", model: str | None = None, *, abbr: str | N
     benchmarks, engine_options, completions, device, limit). Every argument is checked here, while the
     config file is read (:func:`~.validate.check_model`): a typo stops OpenCompass with one line."""
     check_model(engine, model, decoding, options)
-    spec = cfg.model(model) if model and model in cfg.names("models") else None
+    spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
     settings = resolve_decoding(spec, options.get("suite") or "default", decoding, source="dare_model decoding")
     return dict(
         abbr=abbr or slug(f"dare-{engine}-{model or 'model'}"), type=dotted(DareModel), engine=engine, model=model,

@@ -90,7 +90,7 @@ class DareModel(BaseModel):
     def _decoding(self, decoding: dict | DecodingConfig | None, model: str | None, suite: str | None) -> DecodingConfig:
         if isinstance(decoding, DecodingConfig):
             return decoding
-        spec = cfg.model(model) if model and model in cfg.names("models") else None
+        spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
         resolved = resolve_decoding(spec, suite or "default", decoding, self.engine, source="DareModel decoding")
         decoder = self.engine.decoder(resolved) if isinstance(self.engine, EngineBase) else None
         return check_decoding(resolved, decoder, set(decoding or {}), source="DareModel decoding")[0]

@@ -73,7 +73,7 @@ def check_model(engine: str, model: str | None, decoding: dict | None, options: 
     engine_cls = engines.get(engine)  # an unknown engine: one line with did-you-mean
     model_path = options.get("model_path")
     needs_checkpoint = getattr(engine_cls, "needs_checkpoint", True)
-    if model and needs_checkpoint and model not in cfg.names("models") and model_path is None:
+    if model and needs_checkpoint and cfg.model_name(model) not in cfg.names("models") and model_path is None:
         cfg.model(model)  # an unknown model: one line with did-you-mean and the list
     # The same resolution DareModel does in the task process: a missing checkpoint fails here instead.
     resolved = resolve(model or (None if model_path else engine), model_path, needs_checkpoint)
