@@ -29,6 +29,10 @@ class AlgorithmPreset(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
+# Rollout settings of an algorithm that states none (JustGRPO's and MDPO's official temperatures replace it).
+ROLLOUT_DEFAULTS: dict[str, Any] = {"temperature": 0.6}
+
+
 class TrainConfig(BaseModel):
     """Every setting of a local training run (saved in the run directory; resuming requires the same)."""
 
@@ -63,8 +67,9 @@ class TrainConfig(BaseModel):
     deterministic: bool = Field(False, description="torch.use_deterministic_algorithms for the run (fails on a "
                                 "kernel without a deterministic version); recorded")
     decoding: dict[str, Any] = Field(default_factory=dict, description="DecodingConfig overrides (rollout and eval)")
-    rollout_decoding: dict[str, Any] = Field(default_factory=lambda: {"temperature": 0.6},
-                                             description="overrides for rollouts only (sampling temperature)")
+    rollout_decoding: dict[str, Any] = Field(default_factory=dict, description="overrides for rollouts only "
+                                             "(sampling temperature); they win over the algorithm's own rollout "
+                                             "settings, which win over ROLLOUT_DEFAULTS")
     reward: Literal["task", "score"] = Field(
         "task", description="RL reward: the task's published rule (d1/DARE: Sudoku partial credit, Countdown 0.1 "
         "for a wrong answer) or the evaluation's score")

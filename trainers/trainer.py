@@ -31,7 +31,7 @@ from . import checkpoint as ckpt
 from . import reproducible
 from .api import Needs, build_algorithm
 from .batch import RolloutBatch
-from .config import TrainConfig, resolve_algorithm
+from .config import ROLLOUT_DEFAULTS, TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
 from .lora_backend import BaseModelPolicy, build_lora_backend, plain_weights
 from .policy import ModelPolicy, training_kernel
@@ -189,7 +189,7 @@ class LocalTrainer:
         evaluation, _, _ = check_decoding(evaluation, decoder, set(cfg.decoding), "decoding")
         rows = cfg.prompts_per_step * cfg.group_size
         algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
-        rollout = {"num_samples": cfg.group_size, "batch_size": rows, **algo, **cfg.rollout_decoding}
+        rollout = {"num_samples": cfg.group_size, "batch_size": rows, **ROLLOUT_DEFAULTS, **algo, **cfg.rollout_decoding}
         rollout = hcfg.decoding_with_overrides(evaluation.model_dump(), rollout, source="rollout_decoding")
         self.algorithm.check_rollout(rollout)
         return evaluation, rollout

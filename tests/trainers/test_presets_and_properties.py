@@ -123,3 +123,18 @@ def test_each_built_in_name_is_written_once_and_the_policies_speak_the_protocol(
     assert algorithms.get("d1").name == "d1" and estimators.get("coupled").name == "coupled"
     assert isinstance(ModelPolicy(load_model(tiny["llada"])), Policy)
     assert isinstance(JointPolicy(), Policy) and isinstance(ContextFreePolicy(), Policy)
+
+
+@pytest.mark.parametrize("algo, settings, expected", [
+    ("d1", {}, 0.6),                                  # no stated rollout temperature: the project default
+    ("just_grpo", {}, 1.0),                           # JustGRPO samples at 1.0 (LeapLabTHU/JustGRPO grpo.py)
+    ("mdpo", {}, 0.1),                                # MDPO's math recipe temperature
+    ("mdpo", {"rollout_decoding": {"temperature": 0.7}}, 0.7),  # the user's setting wins
+])
+def test_rollout_temperature_algorithm_beats_the_default_and_the_user_beats_both(tmp_path, algo, settings, expected):
+    from dare.trainers.config import TrainConfig
+    from dare.trainers.trainer import LocalTrainer
+
+    config = TrainConfig(algorithm=algo, suite="sudoku", model="tiny-llada", steps=1, prompts_per_step=1,
+                         group_size=2, evaluate=False, device="cpu", **settings)
+    assert LocalTrainer(config, tmp_path / algo).rollout_decoding.temperature == expected
