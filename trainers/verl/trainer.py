@@ -30,7 +30,7 @@ from ..api import Algorithm
 from ..batch import RolloutBatch
 from ..config import TrainConfig, resolve_algorithm
 from ..rollout import batch_from_generations, rollout_requests
-from ..trainer import LocalTrainer
+from ..trainer import MAX_SKIPPED_UPDATES, LocalTrainer, TrainingError
 from .dataproto import object_array, to_dataproto
 from .launch import Placement, start_worker_group, stop_worker_group
 from .weightless import materialise, release, weightless_model
@@ -149,7 +149,13 @@ class VerlTrainer(LocalTrainer):
     def _update(self, batch: RolloutBatch) -> dict[str, float]:
         out = self._call("an update", "update", to_dataproto(batch, {"lrs": self._next_lrs()}))
         metrics = out.meta_info["metrics"]  # every rank returns the same all-reduced values
-        return {k: v[0] for k, v in metrics.items()} if isinstance(metrics, dict) else metrics[0]
+        metrics = {k: v[0] for k, v in metrics.items()} if isinstance(metrics, dict) else metrics[0]
+        skipped, inner = int(metrics.get("skipped_nonfinite", 0)), self.algorithm.config.inner_steps
+        self._skipped = self._skipped + skipped if skipped == inner else 0  # the workers skipped every update
+        if self._skipped >= MAX_SKIPPED_UPDATES:
+            raise TrainingError(f"step {self._step + 1}: {self._skipped} consecutive updates had a non-finite "
+                                "loss or gradient; lower lr or check the algorithm's settings")
+        return metrics
 
     # ------------------------------------------------------------ checkpoints
     def step(self, step: int) -> dict:

@@ -204,6 +204,7 @@ class DareWorker(Worker):
         lrs = data.meta_info["lrs"]
         summed: dict[str, float] = {}
         first: dict[str, float] = {}
+        applied = skipped = 0
         for inner, lr in enumerate(lrs):
             self.optimizer.zero_grad(set_to_none=True)
             total, stats = accumulate_gradients(self.algorithm, self.policy, batch, self.micro_batch_size, inner)
@@ -211,13 +212,21 @@ class DareWorker(Worker):
             reduced = self._all_reduce([total, *(stats[k] for k in keys)])
             total, stats = reduced[0], {k: v / max(reduced[0], 1e-8) for k, v in zip(keys, reduced[1:])}
             stats["grad_norm"] = self._finish_grads(total)
+            # the norm and loss are global (all-reduced), so every rank skips the same non-finite update
+            if not (math.isfinite(float(stats["grad_norm"])) and math.isfinite(stats.get("loss", 0.0))):
+                self.optimizer.zero_grad(set_to_none=True)
+                skipped += 1
+                continue
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             self.optimizer.step()
-            if inner == 0:
+            if not first:
                 first = stats
+            applied += 1
             for k, v in stats.items():
-                summed[k] = summed.get(k, 0.0) + v / len(lrs)
+                summed[k] = summed.get(k, 0.0) + v
+        summed = {k: v / max(applied, 1) for k, v in summed.items()}
+        summed["skipped_nonfinite"] = skipped
         for key in ("ratio_max_dev", "kl_ref"):
             if key in first:
                 summed[f"first_inner_{key}"] = first[key]
