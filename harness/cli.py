@@ -94,7 +94,7 @@ def _model_lines(spec: cfg.ModelSpec) -> list[str]:
 def _model_decoding(spec: cfg.ModelSpec, suite: str) -> dict[str, Any]:
     """The fields a run of ``suite`` takes from the model's settings, through the one resolver (engine
     defaults come on top at run time)."""
-    return resolve_decoding(spec, suite).model_dump(exclude_defaults=True)
+    return {k: v for k, v in resolve_decoding(spec, suite).model_dump().items() if v is not None}
 
 
 def _id_format(data_file: str) -> str:
