@@ -25,6 +25,8 @@ import time
 
 OUTPUT_CAP = 32 << 20  # bytes of encoded output per call; beyond it the call counts as an error
 MAX_DEPTH = 200
+INT_BOUND = 1 << 63
+NUMPY_KINDS = "biufcUSMm"  # dtypes sent as raw bytes; object and structured ones are opaque
 
 
 def harden(argv):
@@ -61,8 +63,10 @@ def enc(x, depth=0):
     if depth > MAX_DEPTH:
         raise ValueError("output nested too deeply")
     t = type(x)
-    if x is None or t is bool or t is str or t is int:
+    if x is None or t is bool or t is str:
         return x
+    if t is int:  # beyond 64 bits as hex: linear both ways, and free of the int-to-str digit limit
+        return x if -INT_BOUND <= x < INT_BOUND else {"i": format(x, "x")}
     if t is float:
         return x if math.isfinite(x) else {"f": float.__repr__(x)}
     if t is list:
@@ -82,14 +86,31 @@ def enc(x, depth=0):
 
 def enc_other(x, t, depth):
     # Subclasses and numpy values are reduced to their plain value through the base type's own methods.
-    module = getattr(t, "__module__", "") or ""
-    if module.startswith("numpy") and hasattr(x, "tolist"):
-        return enc(x.tolist(), depth + 1)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, (np.ndarray, np.generic)):
+        return enc_numpy(np, x)
     for base, convert in ((bool, bool), (int, int.__index__), (float, float.__float__), (str, str.__str__),
                           (tuple, tuple), (list, list), (dict, dict), (frozenset, frozenset), (set, set)):
         if isinstance(x, base):
             return enc(convert(x), depth + 1)
     return {"x": str(getattr(t, "__qualname__", "object"))[:80]}
+
+
+def enc_numpy(np, x):
+    # Arrays and numpy scalars keep their type (an array is not a list, np.bool_ is not True): dtype, shape, bytes.
+    a = np.asarray(x)
+    if a.dtype.kind not in NUMPY_KINDS or a.dtype.fields is not None or a.dtype.subdtype is not None:
+        return {"x": type(x).__name__[:80]}
+    if isinstance(x, np.generic):
+        return {"n": [a.dtype.str, a.tobytes().hex()]}
+    return {"a": [a.dtype.str, list(a.shape), a.tobytes().hex()]}
+
+
+def dec_numpy(tag, body):
+    import numpy as np
+    if tag == "n":
+        return np.frombuffer(bytes.fromhex(body[1]), np.dtype(body[0]))[0]
+    return np.frombuffer(bytes.fromhex(body[2]), np.dtype(body[0])).reshape(body[1]).copy()
 
 
 def dec(v):
@@ -112,6 +133,10 @@ def dec(v):
         return complex(dec(body[0]), dec(body[1]))
     if tag == "b":
         return bytes.fromhex(body)
+    if tag == "i":
+        return int(body, 16)
+    if tag in ("a", "n"):
+        return dec_numpy(tag, body)
     raise ValueError("unknown tag " + tag)
 
 

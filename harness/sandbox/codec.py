@@ -1,73 +1,121 @@
 """The strict plain-data codec between the trusted parent and the sandboxed child.
 
-Wire format: JSON where ``None``, bool, int, finite float, str and list are themselves, and every other
-type is a one-key object: ``{"t": [...]}`` tuple, ``{"d": [[k, v], ...]}`` dict, ``{"s": [...]}`` set,
-``{"z": [...]}`` frozenset, ``{"f": "inf"}`` non-finite float, ``{"c": [re, im]}`` complex, ``{"b": hex}``
-bytes, ``{"x": type name}`` a value of a type the child could not reduce to plain data. The child's
+Wire format: JSON where ``None``, bool, int within 64 bits, finite float, str and list are themselves, and
+every other type is a one-key object: ``{"t": [...]}`` tuple, ``{"d": [[k, v], ...]}`` dict, ``{"s": [...]}``
+set, ``{"z": [...]}`` frozenset, ``{"f": "inf"}`` non-finite float, ``{"c": [re, im]}`` complex, ``{"b": hex}``
+bytes, ``{"i": hex}`` int beyond 64 bits, ``{"a": [dtype, shape, hex]}`` numpy array, ``{"n": [dtype, hex]}``
+numpy scalar, ``{"x": type name}`` a value of a type the child could not reduce to plain data. The child's
 encoder lives in ``child_runner.py`` (it cannot import this module); tests check the two agree.
 
-:func:`decode` is the trusted side: it returns only built-in plain values (an :class:`Opaque` for ``x``),
-so comparing them in the parent never runs code the candidate wrote.
+:func:`loads` and :func:`decode` are the trusted side, and everything they read may be hostile. Both are
+bounded: a record over :data:`MAX_RECORD_BYTES`, with more than :data:`MAX_NODES` values, nested deeper
+than :data:`MAX_DEPTH` or with an over-long tagged string is refused *before* it is built, so no record
+costs the parent more than a fixed amount of memory or time. Sets and dicts are never built from
+candidate values (hashing attacker-chosen values is quadratic on colliding hashes): they decode to
+:class:`~.plain.PlainSet` / :class:`~.plain.PlainDict`, compared through canonical sorted keys. Every
+failure is a :class:`CodecError`, which the verdict turns into the sample's fail.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+from json.decoder import scanstring
 from typing import Any
 
+from .plain import NUMPY_KINDS, Opaque, PlainDict, PlainFrozenSet, PlainSet, canonical_key
+
 MAX_DEPTH = 200
+MAX_RECORD_BYTES = 40 << 20  # the child caps one output at 32 MiB of JSON; framing and the record's keys on top
+MAX_NODES = 1_000_000  # JSON values in one record: about 250 MiB of parsed objects in the worst shape
+MAX_INT_HEX = 1 << 22  # hex digits of one big int (16 Mbit, about 5 million decimal digits)
+MAX_PLAIN_INT_DIGITS = 20  # a bare JSON int stays within 64 bits; larger ones must come hex-tagged
+INT_BOUND = 1 << 63
+_DTYPE = re.compile(r"[<>|=][biufcUSMm]\d{1,4}(?:\[\w{1,3}\])?")
+_HEX = re.compile(r"-?[0-9a-f]+")
 
 
 class CodecError(ValueError):
-    """The child's data is malformed (wrong tag, wrong type, too deep, unhashable key)."""
-
-
-class Opaque:
-    """A value the child could not express as plain data; never equal to anything, itself included."""
-
-    __slots__ = ("type_name",)
-
-    def __init__(self, type_name: str):
-        self.type_name = type_name
-
-    def __eq__(self, other: object) -> bool:
-        return False
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return f"<unsupported {self.type_name}>"
+    """The child's data is malformed, too large or too complex; always the sample's fail, never an error."""
 
 
 def _reject_constant(name: str) -> Any:
     raise CodecError(f"bare {name} is not allowed; non-finite floats must be tagged")
 
 
+def _plain_int(text: str) -> int:
+    if len(text) > MAX_PLAIN_INT_DIGITS:
+        raise CodecError("ints beyond 64 bits must be hex-tagged")
+    return int(text)
+
+
+def count_values(text: str | bytes, limit: int = MAX_NODES) -> int:
+    """An upper bound on the JSON values in ``text`` (exact when it exceeds the quick bound), in linear time.
+
+    Every container opens with ``[`` or ``{``, every string has two quotes and every further element follows
+    a comma. Strings may hold those characters too, so when the quick count is over ``limit`` the strings are
+    skipped with json's own C scanner and the structure outside them is counted exactly, stopping at ``limit``.
+    """
+    quick = text.count(b"[" if type(text) is bytes else "[") + text.count(b"{" if type(text) is bytes else "{")
+    sep, quote = (b",", b'"') if type(text) is bytes else (",", '"')
+    quick += text.count(sep) + text.count(quote) // 2 + 1
+    if quick <= limit:
+        return quick
+    if type(text) is bytes:
+        text = text.decode("utf-8")
+    pos, found = 0, 1
+    while found <= limit:
+        q = text.find('"', pos)
+        end = len(text) if q < 0 else q
+        found += text.count("[", pos, end) + text.count("{", pos, end) + text.count(",", pos, end)
+        if q < 0:
+            break
+        found += 1
+        _, pos = scanstring(text, q + 1, True)
+    return found
+
+
 def loads(text: str | bytes) -> Any:
-    """Parse one JSON document strictly (no NaN/Infinity literals). Raises CodecError."""
+    """Parse one record strictly and within the size and count bounds. Raises CodecError."""
+    if len(text) > MAX_RECORD_BYTES:
+        raise CodecError(f"record of {len(text)} bytes is over the {MAX_RECORD_BYTES >> 20} MiB limit")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        if count_values(text) > MAX_NODES:
+            raise CodecError(f"record holds more than {MAX_NODES} values")
+        return json.loads(text, parse_constant=_reject_constant, parse_int=_plain_int)
+    except CodecError:
+        raise
+    except (ValueError, RecursionError, UnicodeDecodeError, MemoryError) as exc:
         raise CodecError(f"malformed record: {str(exc)[:120]}") from None
 
 
 def decode(wire: Any, depth: int = 0) -> Any:
-    """Wire form (already parsed JSON) -> plain Python value, type-checked at every level."""
+    """Wire form (already parsed by :func:`loads`) -> plain value, type-checked at every level."""
+    try:
+        return _decode(wire, depth)
+    except CodecError:
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        raise CodecError(f"invalid value: {type(exc).__name__}: {str(exc)[:120]}") from None
+
+
+def _decode(wire: Any, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise CodecError("value nested too deeply")
     kind = type(wire)
-    if wire is None or kind is bool or kind is str or kind is int:
+    if wire is None or kind is bool or kind is str:
+        return wire
+    if kind is int:
+        if not -INT_BOUND <= wire < INT_BOUND:
+            raise CodecError("ints beyond 64 bits must be hex-tagged")
         return wire
     if kind is float:
         if not math.isfinite(wire):
             raise CodecError("untagged non-finite float")
         return wire
     if kind is list:
-        return [decode(v, depth + 1) for v in wire]
+        return [_decode(v, depth + 1) for v in wire]
     if kind is not dict or len(wire) != 1:
         raise CodecError(f"unexpected {kind.__name__} in data")
     ((tag, body),) = wire.items()
@@ -77,36 +125,70 @@ def decode(wire: Any, depth: int = 0) -> Any:
 def _items(body: Any, depth: int) -> list:
     if type(body) is not list:
         raise CodecError("tagged container body must be a list")
-    return [decode(v, depth + 1) for v in body]
+    return [_decode(v, depth + 1) for v in body]
+
+
+def _text(body: Any, limit: int, what: str) -> str:
+    if type(body) is not str or len(body) > limit:
+        raise CodecError(f"{what} must be a string of at most {limit} characters")
+    return body
 
 
 def _decode_tagged(tag: str, body: Any, depth: int) -> Any:
-    try:
-        if tag == "t":
-            return tuple(_items(body, depth))
-        if tag == "s":
-            return set(_items(body, depth))
-        if tag == "z":
-            return frozenset(_items(body, depth))
-        if tag == "d":
-            pairs = _items(body, depth)
-            if not all(type(p) is list and len(p) == 2 for p in pairs):
-                raise CodecError("dict entries must be [key, value] pairs")
-            return {k: v for k, v in pairs}
-        if tag == "f" and type(body) is str and body in ("inf", "-inf", "nan"):
-            return float(body)
-        if tag == "c" and type(body) is list and len(body) == 2:
-            re_, im = (decode(v, depth + 1) for v in body)
-            if type(re_) is not float or type(im) is not float:
-                raise CodecError("complex parts must be floats")
-            return complex(re_, im)
-        if tag == "b" and type(body) is str:
-            return bytes.fromhex(body)
-        if tag == "x" and type(body) is str:
-            return Opaque(body[:80])
-    except TypeError as exc:  # unhashable set member or dict key
-        raise CodecError(f"invalid {tag!r} value: {exc}") from None
+    if tag == "t":
+        return tuple(_items(body, depth))
+    if tag in ("s", "z"):
+        values = _items(body, depth)
+        return (PlainSet if tag == "s" else PlainFrozenSet).build(values)
+    if tag == "d":
+        pairs = _items(body, depth)
+        if not all(type(p) is list and len(p) == 2 for p in pairs):
+            raise CodecError("dict entries must be [key, value] pairs")
+        return PlainDict.build(pairs)
+    if tag == "f" and body in ("inf", "-inf", "nan"):
+        return float(body)
+    if tag == "c" and type(body) is list and len(body) == 2:
+        re_, im = (_decode(v, depth + 1) for v in body)
+        if type(re_) is not float or type(im) is not float:
+            raise CodecError("complex parts must be floats")
+        return complex(re_, im)
+    if tag == "b":
+        return bytes.fromhex(_text(body, MAX_RECORD_BYTES, "bytes"))
+    if tag == "i":
+        digits = _text(body, MAX_INT_HEX, "a big int")
+        if not _HEX.fullmatch(digits):
+            raise CodecError("big int must be lower-case hex")
+        return int(digits, 16)
+    if tag in ("a", "n"):
+        return _numpy(tag, body)
+    if tag == "x" and type(body) is str:
+        return Opaque(body[:80])
     raise CodecError(f"unknown tag {tag!r}")
+
+
+def _numpy(tag: str, body: Any) -> Any:
+    """A numpy array or scalar rebuilt from (dtype, shape, raw bytes); only plain, fixed-size dtypes."""
+    import numpy as np
+
+    if type(body) is not list or len(body) != (3 if tag == "a" else 2):
+        raise CodecError("numpy value must be [dtype, shape, hex] or [dtype, hex]")
+    dtype_text = _text(body[0], 16, "dtype")
+    if not _DTYPE.fullmatch(dtype_text):
+        raise CodecError(f"dtype {dtype_text!r} is not a plain numpy dtype")
+    dtype = np.dtype(dtype_text)
+    if dtype.kind not in NUMPY_KINDS or dtype.fields is not None or dtype.itemsize == 0:
+        raise CodecError(f"dtype {dtype_text!r} is not a plain numpy dtype")
+    data = bytes.fromhex(_text(body[-1], MAX_RECORD_BYTES, "array data"))
+    if tag == "n":
+        if len(data) != dtype.itemsize:
+            raise CodecError("numpy scalar has the wrong number of bytes")
+        return np.frombuffer(data, dtype)[0]
+    shape = body[1]
+    if type(shape) is not list or len(shape) > 32 or not all(type(n) is int and 0 <= n < INT_BOUND for n in shape):
+        raise CodecError("array shape must be a list of at most 32 sizes")
+    if math.prod(shape) * dtype.itemsize != len(data):
+        raise CodecError("array data does not match its shape")
+    return np.frombuffer(data, dtype).reshape(shape).copy()
 
 
 def encode(value: Any, depth: int = 0) -> Any:
@@ -114,26 +196,47 @@ def encode(value: Any, depth: int = 0) -> Any:
     if depth > MAX_DEPTH:
         raise CodecError("value nested too deeply")
     kind = type(value)
-    if value is None or kind in (bool, str, int):
+    if value is None or kind in (bool, str):
         return value
+    if kind is int:
+        return value if -INT_BOUND <= value < INT_BOUND else {"i": format(value, "x")}
     if kind is float:
         return value if math.isfinite(value) else {"f": repr(value)}
     if kind is list:
         return [encode(v, depth + 1) for v in value]
     if kind is tuple:
         return {"t": [encode(v, depth + 1) for v in value]}
-    if kind is dict:
-        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if kind in (set, frozenset):
-        return {"s" if kind is set else "z": [encode(v, depth + 1) for v in value]}
-    if kind is complex:
-        return {"c": [float(value.real), float(value.imag)]}
+    if kind is dict or kind is PlainDict:
+        items = value.items()
+        return {"d": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in items]}
+    if kind in (set, frozenset, PlainSet, PlainFrozenSet):
+        tag = "z" if kind in (frozenset, PlainFrozenSet) else "s"
+        return {tag: [encode(v, depth + 1) for v in value]}
+    if kind is complex:  # parts tagged like any float: inf and nan parts stay valid JSON
+        return {"c": [encode(value.real, depth + 1), encode(value.imag, depth + 1)]}
     if kind in (bytes, bytearray):
         return {"b": bytes(value).hex()}
     if kind is Opaque:
         return {"x": value.type_name}
+    if type(kind).__module__ == "builtins" and getattr(kind, "__module__", "").startswith("numpy"):
+        return _encode_numpy(value)
     raise CodecError(f"cannot encode {kind.__name__}")
+
+
+def _encode_numpy(value: Any) -> Any:
+    import numpy as np
+
+    array = np.asarray(value)
+    if array.dtype.kind not in NUMPY_KINDS or array.dtype.fields is not None:
+        raise CodecError(f"cannot encode numpy dtype {array.dtype}")
+    if isinstance(value, np.generic):
+        return {"n": [array.dtype.str, array.tobytes().hex()]}
+    return {"a": [array.dtype.str, list(array.shape), array.tobytes().hex()]}
 
 
 def dumps(wire: Any) -> str:
     return json.dumps(wire, separators=(",", ":"), allow_nan=False)
+
+
+__all__ = ["CodecError", "Opaque", "PlainDict", "PlainFrozenSet", "PlainSet", "canonical_key", "count_values",
+           "decode", "dumps", "encode", "loads"]
