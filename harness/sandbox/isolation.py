@@ -24,6 +24,8 @@ import sysconfig
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent / "child_runner.py"
+HELPERS = (RUNNER.parent / "zygote.py", RUNNER.parent / "seccomp.py")  # imported by the runner, stdlib only
+SANDBOX_DIR = "/opt/dare"
 SANDBOX_RUNNER = "/opt/dare/child_runner.py"
 SANDBOX_SITE = "/opt/dare/site"
 PYTHON_ENV = {  # the whole environment the child sees: deterministic hashing, time zone and encoding
@@ -164,29 +166,61 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def bwrap_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
-    """Everything up to and including the interpreter; the caller appends the runner arguments."""
+def hidden_site_dirs(iso: Isolation) -> list[str]:
+    """Directories of installed packages that the binds would expose; each gets an empty read-only tmpfs."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    found = [sysconfig.get_path(kind, vars={"base": iso.python_prefix, "platbase": iso.python_prefix})
+             for kind in ("purelib", "platlib")]
+    found += [f"/usr/lib/python3/dist-packages", f"/usr/local/lib/{version}/dist-packages",
+              f"/usr/local/lib/{version}/site-packages", f"/usr/lib/{version}/site-packages"]
+    return sorted({p for p in found if p and os.path.isdir(p)})
+
+
+def interpreter_binds(iso: Isolation) -> list[str]:
+    """The base interpreter, its shared library and its standard library: never the whole prefix."""
+    if iso.python_prefix.startswith("/usr/"):
+        return []
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    lib = Path(iso.python_prefix, "lib")
+    paths = [iso.python, str(lib / version), *sorted(str(p) for p in lib.glob("libpython*.so*"))]
+    return [p for p in paths if os.path.exists(p)]
+
+
+def bwrap_argv(iso: Isolation, limits: Limits, slot: int, zygote: bool = False) -> list[str]:
+    """Everything up to and including the interpreter; the caller appends the runner arguments.
+
+    ``zygote``: the slot's long-lived zygote (root inside, only the capabilities it needs to start each job
+    in fresh namespaces and drop it to the slot uid); otherwise a one-job sandbox."""
     argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not iso.drop_uid:  # unprivileged: bwrap needs a user namespace; the real uid is already not root
-        argv.append("--unshare-user")
+        argv += ["--unshare-user", "--disable-userns"]
+    else:
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if zygote:
+            argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_KILL"]
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in PYTHON_ENV.items():
         argv += ["--setenv", key, value]
     argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin"]
+    binds = interpreter_binds(iso)
     # bwrap creates missing parents with mode 0700, which the dropped uid could not traverse.
-    for ancestor in _ancestors(iso.python_prefix + "/x"):
+    for ancestor in sorted({a for path in binds for a in _ancestors(path)}, key=len):
         if not ancestor.startswith("/usr"):
             argv += ["--perms", "0755", "--dir", ancestor]
-    if not iso.python_prefix.startswith("/usr/"):
-        argv += ["--ro-bind", iso.python_prefix, iso.python_prefix]
+    for path in binds:
+        argv += ["--ro-bind", path, path]
+    for path in hidden_site_dirs(iso):
+        argv += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
     for folder in ("/opt", "/opt/dare", SANDBOX_SITE):
         argv += ["--perms", "0755", "--dir", folder]
-    argv += ["--ro-bind", str(RUNNER), SANDBOX_RUNNER]
+    for source in (RUNNER, *HELPERS):
+        argv += ["--ro-bind", str(source), f"{SANDBOX_DIR}/{source.name}"]
     for path in iso.numpy_dirs:
         argv += ["--ro-bind", path, f"{SANDBOX_SITE}/{Path(path).name}"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_size),
-             "--tmpfs", "/tmp", "--chdir", "/tmp", iso.python, "-S", "-s", "-B"]
+             "--tmpfs", "/dev/shm", "--perms", "1777", "--size", str(limits.tmp_size), "--tmpfs", "/tmp",
+             "--chdir", "/tmp", iso.python, "-S", "-s", "-B"]
     return argv
 
 
@@ -195,11 +229,12 @@ def unshare_prefix(is_root: bool) -> list[str]:
     return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--uts"]
 
 
-def child_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
-    """The full command line of one sandboxed child for worker ``slot``."""
+def child_argv(iso: Isolation, limits: Limits, slot: int, zygote: bool = False) -> list[str]:
+    """The full command line of one sandboxed child (or, with ``zygote``, the zygote) for worker ``slot``."""
     uid = iso.uid_base + slot if iso.uid_dropped else -1
     if iso.backend == "bwrap":
-        head, runner, site = bwrap_argv(iso, limits, slot), SANDBOX_RUNNER, SANDBOX_SITE if iso.numpy_dirs else ""
+        head, runner = bwrap_argv(iso, limits, slot, zygote), SANDBOX_RUNNER
+        site = SANDBOX_SITE if iso.numpy_dirs else ""
     else:
         prefix = unshare_prefix(os.geteuid() == 0) if iso.backend == "unshare" else []
         head, runner = [*prefix, iso.host_python or iso.python, "-S", "-s", "-B"], str(RUNNER)
