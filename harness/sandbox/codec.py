@@ -28,7 +28,7 @@ from .plain import NUMPY_KINDS, Opaque, PlainDict, PlainFrozenSet, PlainSet, can
 
 MAX_DEPTH = 200
 MAX_RECORD_BYTES = 40 << 20  # the child caps one output at 32 MiB of JSON; framing and the record's keys on top
-MAX_NODES = 1_000_000  # JSON values in one record: about 250 MiB of parsed objects in the worst shape
+MAX_NODES = 500_000  # JSON values in one record: at most about 130 MiB of parsed and decoded objects
 MAX_INT_HEX = 1 << 22  # hex digits of one big int (16 Mbit, about 5 million decimal digits)
 MAX_PLAIN_INT_DIGITS = 20  # a bare JSON int stays within 64 bits; larger ones must come hex-tagged
 INT_BOUND = 1 << 63
