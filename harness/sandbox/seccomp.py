@@ -4,7 +4,7 @@ Standalone: imported inside the sandbox by ``zygote.py``, like ``child_runner.py
 from dare. The filter allows everything except the calls a job could use to reach beyond its own process
 tree: new namespaces (``unshare``, ``setns``, ``clone`` with a namespace flag; ``clone3``, whose flags
 live in memory a filter cannot read, answers ENOSYS so libc falls back to ``clone``), kernel keyrings,
-``memfd_create`` (pages outside RLIMIT_AS), mounts, ``ptrace`` and cross-process memory, BPF, io_uring,
+``memfd_create`` and SysV/POSIX-mqueue IPC (memory outside RLIMIT_AS), mounts, ``ptrace`` and cross-process memory, BPF, io_uring,
 ``userfaultfd``, modules, kexec, and the x32 ABI. Only x86-64 has a table here; elsewhere
 :func:`install` returns False and the layer is recorded as absent.
 """
@@ -29,6 +29,10 @@ X86_64_DENIED = {  # name -> syscall number (arch/x86/entry/syscalls/syscall_64.
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_getfd": 438,
     "mount_setattr": 442, "memfd_secret": 447,
+    # SysV and POSIX message-queue IPC: segments outlive their attachments and sit outside RLIMIT_AS
+    "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67,
+    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
+    "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
 }
 SYS_CLONE, SYS_CLONE3 = 56, 435
 # BPF opcodes
