@@ -31,6 +31,7 @@ from .warm import Zygote
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
+SETUP_FAILED = 121  # zygote.SETUP_FAILED: the job's confinement failed (that module runs only inside)
 TRUSTED_UID_OFFSET = 500  # the trusted pool's slot uids start this far above the candidates'
 NO_ISOLATION_FIX = ("no code-execution isolation is available here: install bubblewrap (apt-get install bubblewrap) "
                     "or util-linux's unshare, or pass unsafe_local_exec=True to run generated code unisolated")
@@ -160,6 +161,9 @@ class Sandbox:
                 child = zygote.run(payload, clock, on_line)
                 if child.returncode is None and not records and not child.timed_out and not problems:
                     child = zygote.run(payload, Clock(deadline_s, steps or ()), on_line)  # died before the job began
+                if child.returncode == SETUP_FAILED and not records:  # before any payload byte: the machine's fault
+                    zygote.stop()
+                    raise SandboxError("the sandbox could not confine a job (namespaces, mounts or uid drop failed)")
             else:
                 child = self._fresh(payload, clock, on_line, slot)
             if child.stdout_truncated:
