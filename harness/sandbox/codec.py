@@ -51,11 +51,11 @@ def _plain_int(text: str) -> int:
 
 
 def count_values(text: str | bytes, limit: int = MAX_NODES) -> int:
-    """An upper bound on the JSON values in ``text`` (exact when it exceeds the quick bound), in linear time.
+    """An upper bound on the JSON values in ``text``, in linear time.
 
     Every container opens with ``[`` or ``{``, every string has two quotes and every further element follows
     a comma. Strings may hold those characters too, so when the quick count is over ``limit`` the strings are
-    skipped with json's own C scanner and the structure outside them is counted exactly, stopping at ``limit``.
+    skipped with json's own C scanner and only the structure outside them is counted, stopping at ``limit``.
     """
     quick = text.count(b"[" if type(text) is bytes else "[") + text.count(b"{" if type(text) is bytes else "{")
     sep, quote = (b",", b'"') if type(text) is bytes else (",", '"')
