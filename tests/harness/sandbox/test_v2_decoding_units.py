@@ -232,3 +232,11 @@ def _dumpable(record) -> bool:
         return True
     except (ValueError, TypeError):
         return False
+
+
+def test_to_python_restores_trusted_values():
+    from dare.harness.sandbox.plain import to_python
+
+    value = {"k": [{1, 2}, frozenset({(1, 2.5)})], (1, 2): {3: None}}
+    back = to_python(wire_roundtrip(value))
+    assert back == value and type(back["k"][0]) is set and type(back["k"][1]) is frozenset
