@@ -44,9 +44,14 @@ class Clock:
     step k from the k-th record), each plus :data:`STEP_SLACK_S`. Steps past the list have only the total."""
 
     def __init__(self, total_s: float, steps: Sequence[float] = ()):
+        self.total_s, self.steps = total_s, list(steps)
+        self.restart()
+
+    def restart(self) -> None:
+        """Start counting now (the job is about to begin)."""
         self.start = time.monotonic()
-        self.end = self.start + total_s
-        self.steps, self.step = list(steps), 0
+        self.end = self.start + self.total_s
+        self.step = 0
         self.step_end = self.start + self.steps[0] + STEP_SLACK_S if self.steps else float("inf")
 
     def advance(self) -> None:

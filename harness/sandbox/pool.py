@@ -130,7 +130,7 @@ class Sandbox:
         records: list[dict] = []
         problems: list[str] = []
         state = {"ended": False}
-        clock = Clock(deadline_s, steps or ())
+        clock = Clock(deadline_s, steps or ())  # restarted once the slot and its sandbox are ready
 
         def on_line(line: bytes) -> bool:
             try:
@@ -154,17 +154,22 @@ class Sandbox:
             return on_record(record) if on_record else True
 
         payload = json.dumps({**job, "nonce": nonce}, separators=(",", ":"), allow_nan=False).encode()
-        slot = self._slots.get()
+        slot = self._slots.get()  # waiting for a slot, or for its sandbox to start, is not the job's time
         try:
             zygote = self._zygote(slot) if self.warm else None
             if zygote is not None:
+                zygote.ensure_started()
+                clock.restart()
                 child = zygote.run(payload, clock, on_line)
                 if child.returncode is None and not records and not child.timed_out and not problems:
-                    child = zygote.run(payload, Clock(deadline_s, steps or ()), on_line)  # died before the job began
+                    zygote.ensure_started()  # the zygote died before the job began: once more
+                    clock.restart()
+                    child = zygote.run(payload, clock, on_line)
                 if child.returncode == SETUP_FAILED and not records:  # before any payload byte: the machine's fault
                     zygote.stop()
                     raise SandboxError("the sandbox could not confine a job (namespaces, mounts or uid drop failed)")
             else:
+                clock.restart()
                 child = self._fresh(payload, clock, on_line, slot)
             if child.stdout_truncated:
                 problems.append("result channel exceeded its byte cap")

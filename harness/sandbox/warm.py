@@ -82,11 +82,15 @@ class Zygote:
             self.ctl.close()
             self.ctl = None
 
-    def run(self, payload: bytes, clock: Clock, on_line) -> ChildResult:
-        """Run one job; retires the sandbox itself whenever the job did not end cleanly."""
+    def ensure_started(self) -> None:
+        """Start (or restart) the sandbox before a job's clock starts: its start-up is never the job's time."""
         if self.proc is None or self.proc.poll() is not None:
             self.stop()
             self.start()
+
+    def run(self, payload: bytes, clock: Clock, on_line) -> ChildResult:
+        """Run one job; retires the sandbox itself whenever the job did not end cleanly."""
+        self.ensure_started()
         self.jobs += 1
         job_id = f"{self.starts}.{self.jobs}"
         payload_r, payload_w = os.pipe()
