@@ -161,6 +161,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
     """Verify every sample whose k generations are all available (cached verdicts reused)."""
     spec, k = work.spec, plan.decoding.num_samples
     verifier = verifiers.get(spec.verifier)(**spec.verifier_args, **plan.verifier_options)
+    verifier.use_cache_dir(plan.cache_dir)
     verifier_id = cache_key(spec.verifier, verifier.version, spec.verifier_args, plan.verifier_options)[:16]
     vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")
     ready: list[tuple[Sample, list[tuple[GenerationRequest, Generation]]]] = []

@@ -58,6 +58,7 @@ class CodeVerifier(Verifier):
         self.min_time_limit, self.time_limit_factor = float(min_time_limit), float(time_limit_factor)
         self.sample_time_limit, self.load_time_limit = float(sample_time_limit), float(load_time_limit)
         self.cache = PlanCache(Path(cache_dir) / "code-plans" if cache_dir else default_cache_dir())
+        self._cache_configured = cache_dir is not None
         limits = Limits(address_space=int(memory_mb) << 20)
         self.sandbox = Sandbox(workers, limits, unsafe_local_exec=unsafe_local_exec, uid_base=uid_base,
                                warm=not fresh_sandbox_per_sample)
@@ -85,6 +86,11 @@ class CodeVerifier(Verifier):
                     self.cache.put(key, plan)
                 self._plans[key] = plan
         return self._plans[key]
+
+    def use_cache_dir(self, root: Path) -> None:
+        """Plans live under the run's cache directory unless ``cache_dir`` was given."""
+        if not self._cache_configured:
+            self.cache = PlanCache(Path(root) / "code-plans")
 
     def time_limits(self, plan: TestPlan) -> list[float]:
         return [max(self.min_time_limit, self.time_limit_factor * t if t else 0.0) for t in plan.ref_times]

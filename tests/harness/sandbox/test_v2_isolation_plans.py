@@ -139,3 +139,22 @@ def test_parent_ends_a_job_that_ignores_its_alarm_and_retires_slots_after_violat
         assert [r for r in after.records if "i" in r][0]["ok"] == 1
     finally:
         sandbox.close()
+
+
+def test_plans_live_under_the_runs_cache_directory_by_default(tmp_path):
+    from ..helpers import dare_eval, run_record, write_completions
+
+    samples = load_samples("humaneval.jsonl")[:1]
+    path = write_completions(tmp_path / "gold.jsonl", [(samples[0].id, samples[0].reference)])
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "DARE_CACHE_DIR": ""}
+    proc = dare_eval("--backend", "replay", "--suite", "humaneval", "--limit", "1", "--completions", str(path),
+                     "--out", str(tmp_path / "runs"), env=env)
+    _, record = run_record(proc)
+    assert record["metrics"]["humaneval"]["pass@1"]["value"] == 1.0
+    assert list((tmp_path / "runs" / ".cache" / "code-plans").glob("*.json"))
+    assert not (home / ".cache").exists()
+    confinement = record["isolation"]["humaneval"]["job_confinement"]
+    if detect().backend == "bwrap":  # each layer is recorded as a job saw it
+        assert confinement["seccomp_mode"] == "2" and confinement["userns_creatable"] is False
+        assert confinement["tmp"] == "tmpfs" and confinement["cap_eff"] == "0000000000000000"
