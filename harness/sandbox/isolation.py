@@ -1,14 +1,16 @@
-"""Which isolation layers this machine offers, and the command line that applies them to one child.
+"""Which isolation layers this machine offers, and the command line that applies them to one sandbox.
 
 Detected once at start (:func:`detect`): bubblewrap (namespaces: no network, read-only system, private
-size-limited /tmp, fresh /proc and /dev, cleared environment, new session, die with parent), else
-``unshare`` (network, pid, ipc, uts and mount namespaces only), else nothing. Orthogonal to that: when
-the harness is root, every worker slot runs as its own unprivileged uid (``uid_base + slot``), so that
-RLIMIT_NPROC holds (the kernel ignores it for real uid 0) and slots cannot signal each other. The child
-sets its rlimits itself before reading any untrusted byte (``child_runner.harden``).
+size-limited /tmp and /dev/shm, fresh /proc and /dev, cleared environment, new session, die with
+parent), else ``unshare`` (network, pid, ipc, uts and mount namespaces only), else nothing. Orthogonal
+to that: when the harness is root, every worker slot runs its jobs as its own unprivileged uid
+(``uid_base + slot``), so that RLIMIT_NPROC holds (the kernel ignores it for real uid 0) and slots cannot
+signal each other. Each job confines itself before reading any untrusted byte (``zygote.confine``).
 
-The interpreter inside is the base Python (stdlib only, ``-S``: no site-packages, so no installed data
-files are reachable), plus numpy bound read-only at a private path when the parent has it.
+Inside bubblewrap only the base interpreter, its shared library and its standard library are bound
+(never the whole prefix), and every site-packages or dist-packages directory under the binds is covered
+by an empty read-only tmpfs, so no installed package or data file is reachable; numpy alone is bound
+read-only at a private path when the parent has it.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class Isolation:
     def describe(self, limits: Limits, workers: int, unsafe: bool) -> dict:
         layers = {
             "bwrap": ["bubblewrap " + (self.bwrap_version or "?"), "net/pid/ipc/uts/cgroup namespaces",
-                      "read-only /usr and interpreter", f"private /tmp tmpfs {limits.tmp_size >> 20} MiB",
+                      "read-only /usr and stdlib", f"private /tmp tmpfs {limits.tmp_size >> 20} MiB",
                       "fresh /proc and /dev", "cleared environment", "new session", "die with parent"],
             "unshare": ["unshare: net/pid/ipc/uts/mount namespaces", "cleared environment", "host filesystem visible"],
             "none": ["no namespaces", "cleared environment"],
@@ -88,11 +90,11 @@ class Isolation:
             layers.append("NO uid drop: the interpreter is not reachable by an unprivileged uid")
         layers.append(f"rlimits: AS {limits.address_space >> 20} MiB, CPU {limits.cpu_seconds} s, NPROC "
                       f"{limits.processes}, FSIZE {limits.file_size >> 20} MiB, NOFILE {limits.open_files}, CORE 0")
-        layers += ["parent wall-clock deadline kills the process group", "stdout/stderr byte caps",
+        layers += ["parent clocks (job, load, each test) kill from outside", "stdout/stderr byte caps",
                    "comparison in the trusted parent on decoded plain data"]
         return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.uid_dropped,
-                "workers": workers,
-                "python": self.python if self.backend == "bwrap" else (self.host_python or self.python), "numpy": bool(self.numpy_dirs), "layers": layers}
+                "workers": workers, "python": self.python if self.backend == "bwrap" else (self.host_python or self.python),
+                "numpy": bool(self.numpy_dirs), "layers": layers}
 
 
 def _bwrap_version() -> str | None:

@@ -4,9 +4,9 @@ Standalone: imported inside the sandbox by ``zygote.py``, like ``child_runner.py
 from dare. The filter allows everything except the calls a job could use to reach beyond its own process
 tree: new namespaces (``unshare``, ``setns``, ``clone`` with a namespace flag; ``clone3``, whose flags
 live in memory a filter cannot read, answers ENOSYS so libc falls back to ``clone``), kernel keyrings,
-``memfd_create`` and SysV/POSIX-mqueue IPC (memory outside RLIMIT_AS), mounts, ``ptrace`` and cross-process memory, BPF, io_uring,
-``userfaultfd``, modules, kexec, and the x32 ABI. Only x86-64 has a table here; elsewhere
-:func:`install` returns False and the layer is recorded as absent.
+``memfd_create`` and SysV/POSIX-mqueue IPC (memory outside RLIMIT_AS), mounts, ``ptrace`` and
+cross-process memory, BPF, io_uring, ``userfaultfd``, modules, kexec, and the x32 ABI. Only x86-64
+has a table here; elsewhere :func:`install` returns False and the layer is recorded as absent.
 """
 
 import ctypes
