@@ -24,6 +24,7 @@ from .isolation import PYTHON_ENV
 
 CHUNK = 1 << 16
 STEP_SLACK_S = 1.0  # per step, on top of the child's own limit: pipe latency and a loaded machine
+END_S = 1.0  # after its last test: the end records and the exit, which run no candidate code
 
 
 @dataclasses.dataclass
@@ -41,10 +42,12 @@ class ChildResult:
 
 class Clock:
     """Deadlines of one job: ``total_s`` for all of it; ``steps[k]`` seconds for step k (step 0 from the start,
-    step k from the k-th record), each plus :data:`STEP_SLACK_S`. Steps past the list have only the total."""
+    step k from the k-th record), each plus :data:`STEP_SLACK_S`; after the listed steps, :data:`END_S` for
+    the job to end (its last records and its exit), however many records it sends. Without steps only the
+    total applies."""
 
     def __init__(self, total_s: float, steps: Sequence[float] = ()):
-        self.total_s, self.steps = total_s, list(steps)
+        self.total_s, self.steps = total_s, list(steps) + ([END_S] if steps else [])
         self.restart()
 
     def restart(self) -> None:
@@ -55,9 +58,10 @@ class Clock:
         self.step_end = self.start + self.steps[0] + STEP_SLACK_S if self.steps else float("inf")
 
     def advance(self) -> None:
+        """A record arrived: the next step starts. Past the list the last deadline stands."""
         self.step += 1
-        more = self.step < len(self.steps)
-        self.step_end = time.monotonic() + self.steps[self.step] + STEP_SLACK_S if more else float("inf")
+        if self.step < len(self.steps):
+            self.step_end = time.monotonic() + self.steps[self.step] + STEP_SLACK_S
 
     def remaining(self) -> float:
         return min(self.end, self.step_end) - time.monotonic()

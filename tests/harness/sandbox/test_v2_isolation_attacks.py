@@ -117,6 +117,7 @@ def test_failures_are_the_expected_kinds(graded):
     assert kinds["records_after_the_end_with_nonce"] == "protocol"
     assert kinds["out_of_range_and_forged_kinds"] == "protocol"
     assert kinds["wrong_nonce_records"] == "protocol"
+    assert kinds["correct_then_hang_after_done"] == "timeout"  # every output right, but alive at its deadline
     assert kinds["forge_reference_site_records"] == "protocol"
     assert kinds["scan_own_memory_for_the_reference"] == "wrong_answer"
 
