@@ -118,12 +118,22 @@ def _job_main(fds, uid, rlimits, tmp_size, run_job):
 
 def _wait(ctl, pid, job_id):
     """Wait for the job's pid 1 to exit, killing it when the parent asks; its wait status."""
-    pidfd = os.pidfd_open(pid)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # kernels before 5.3: poll the exit status instead
+        pidfd = None
     try:
         while True:
-            ready, _, _ = select.select([pidfd, ctl], [], [])
-            if pidfd in ready:
+            watched, timeout = ([ctl], 0.002) if pidfd is None else ([pidfd, ctl], None)
+            ready, _, _ = select.select(watched, [], [], timeout)
+            if pidfd is None:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return status
+            elif pidfd in ready:
                 return os.waitpid(pid, 0)[1]
+            if ctl not in ready:
+                continue
             message = ctl.recv(256)
             if not message or message == f"kill {job_id}".encode():
                 os.kill(pid, signal.SIGKILL)
@@ -131,7 +141,8 @@ def _wait(ctl, pid, job_id):
                     os.waitpid(pid, 0)
                     os._exit(0)
     finally:
-        os.close(pidfd)
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def serve(ctl_fd, uid, rlimits, tmp_size, run_job, probe):
