@@ -111,8 +111,11 @@ class Sandbox:
         if slot not in self._zygotes:
             argv = child_argv(self.isolation, self.limits, slot, zygote=True)
             zygote = Zygote(argv, self.limits.tmp_size, self.limits.stdout_cap, self.limits.stderr_cap)
-            report = zygote.start()
-            problem = confinement_problem(report, self.isolation.uid_base + slot)
+            try:
+                problem = confinement_problem(zygote.start(), self.isolation.uid_base + slot)
+            except SandboxError as exc:
+                problem = str(exc)[:300]
+            report = zygote.report or {}
             if problem:
                 zygote.stop()
                 log.warning("sandbox zygote unusable (%s): a new sandbox per job instead", problem)
