@@ -145,9 +145,20 @@ def describe_error(exc):
     return {"err": type(exc).__name__[:80], "msg": str(exc)[:300]}
 
 
+# The parent refuses a record whose decoding would cost more than codec.MAX_RECORD_COST (codec.record_cost);
+# this is the same quick bound with 1 MiB to spare for the record around the output, so an output the child
+# sends is never refused there (a reference's output either becomes an expected value or an error here).
+COST_CAP, CONTAINER_COST, STRING_COST, VALUE_COST = (160 << 20) - (1 << 20), 384, 80, 40
+
+
+def output_cost(text):
+    return (len(text) + CONTAINER_COST * (text.count("[") + text.count("{")) + STRING_COST * (text.count('"') // 2)
+            + VALUE_COST * (text.count(",") + 1))
+
+
 def encoded_output(value):
     text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
-    if len(text) > OUTPUT_CAP:
+    if len(text) > OUTPUT_CAP or output_cost(text) > COST_CAP:
         raise ValueError("output larger than the sandbox cap")
     return json.loads(text)
 

@@ -8,9 +8,10 @@ numpy scalar, ``{"x": type name}`` a value of a type the child could not reduce 
 encoder lives in ``child_runner.py`` (it cannot import this module); tests check the two agree.
 
 :func:`loads` and :func:`decode` are the trusted side, and everything they read may be hostile. Both are
-bounded: a record over :data:`MAX_RECORD_BYTES`, with more than :data:`MAX_NODES` values, nested deeper
-than :data:`MAX_DEPTH` or with an over-long tagged string is refused *before* it is built, so no record
-costs the parent more than a fixed amount of memory or time. Sets and dicts are never built from
+bounded: a record over :data:`MAX_RECORD_BYTES`, whose decoding would cost more than
+:data:`MAX_RECORD_COST` (:func:`record_cost`), nested deeper than :data:`MAX_DEPTH` or with an over-long
+tagged string is refused *before* it is built, so no record costs the parent more than a fixed amount
+of memory or time. Sets and dicts are never built from
 candidate values (hashing attacker-chosen values is quadratic on colliding hashes): they decode to
 :class:`~.plain.PlainSet` / :class:`~.plain.PlainDict`, compared through canonical sorted keys. Every
 failure is a :class:`CodecError`, which the verdict turns into the sample's fail.
@@ -24,11 +25,16 @@ import re
 from json.decoder import scanstring
 from typing import Any
 
-from .plain import NUMPY_KINDS, Opaque, PlainDict, PlainFrozenSet, PlainSet, canonical_key
+from .plain import MAX_KEYED_MEMBERS, NUMPY_KINDS, Opaque, PlainDict, PlainFrozenSet, PlainSet, canonical_key
 
 MAX_DEPTH = 200
 MAX_RECORD_BYTES = 40 << 20  # the child caps one output at 32 MiB of JSON; framing and the record's keys on top
-MAX_NODES = 500_000  # JSON values in one record: at most about 130 MiB of parsed and decoded objects
+# What one record may cost the parent to parse and decode (see record_cost): the charges are CPython's
+# worst cases per element (a one-pair dict entry holds three containers and about 1 KiB), so no shape of
+# record raises the parent's memory by more than about 200 MiB. The child applies the same bound to each
+# output before sending it (child_runner.encoded_output), so a reference's output is never refused here.
+MAX_RECORD_COST = 160 << 20
+CONTAINER_COST, STRING_COST, VALUE_COST = 384, 80, 40
 MAX_INT_HEX = 1 << 22  # hex digits of one big int (16 Mbit, about 5 million decimal digits)
 MAX_PLAIN_INT_DIGITS = 20  # a bare JSON int stays within 64 bits; larger ones must come hex-tagged
 INT_BOUND = 1 << 63
@@ -50,30 +56,35 @@ def _plain_int(text: str) -> int:
     return int(text)
 
 
-def count_values(text: str | bytes, limit: int = MAX_NODES) -> int:
-    """An upper bound on the JSON values in ``text``, in linear time.
+def record_cost(text: str | bytes, limit: int = MAX_RECORD_COST) -> int:
+    """An upper bound on what parsing and decoding ``text`` costs the parent, in bytes, in linear time.
 
-    Every container opens with ``[`` or ``{``, every string has two quotes and every further element follows
-    a comma. Strings may hold those characters too, so when the quick count is over ``limit`` the strings are
-    skipped with json's own C scanner and only the structure outside them is counted, stopping at ``limit``.
+    Every container opens with ``[`` or ``{``, every string has two quotes, every further element follows a
+    comma; each is charged what CPython spends on it at most (``CONTAINER_COST``, ``STRING_COST``,
+    ``VALUE_COST``), plus the text itself. Strings may hold those characters too, so when the quick bound
+    is over ``limit`` the strings are skipped with json's own C scanner and only the structure outside them
+    is charged, stopping as soon as ``limit`` is passed.
     """
-    quick = text.count(b"[" if type(text) is bytes else "[") + text.count(b"{" if type(text) is bytes else "{")
-    sep, quote = (b",", b'"') if type(text) is bytes else (",", '"')
-    quick += text.count(sep) + text.count(quote) // 2 + 1
-    if quick <= limit:
-        return quick
-    if type(text) is bytes:
+    b = type(text) is bytes
+    containers = text.count(b"[" if b else "[") + text.count(b"{" if b else "{")
+    strings = text.count(b'"' if b else '"') // 2
+    values = text.count(b"," if b else ",") + 1
+    cost = len(text) + CONTAINER_COST * containers + STRING_COST * strings + VALUE_COST * values
+    if cost <= limit:
+        return cost
+    if b:
         text = text.decode("utf-8")
-    pos, found = 0, 1
-    while found <= limit:
+    pos, cost = 0, len(text) + VALUE_COST
+    while cost <= limit:
         q = text.find('"', pos)
         end = len(text) if q < 0 else q
-        found += text.count("[", pos, end) + text.count("{", pos, end) + text.count(",", pos, end)
+        cost += CONTAINER_COST * (text.count("[", pos, end) + text.count("{", pos, end))
+        cost += VALUE_COST * text.count(",", pos, end)
         if q < 0:
             break
-        found += 1
+        cost += STRING_COST
         _, pos = scanstring(text, q + 1, True)
-    return found
+    return cost
 
 
 def loads(text: str | bytes) -> Any:
@@ -81,8 +92,8 @@ def loads(text: str | bytes) -> Any:
     if len(text) > MAX_RECORD_BYTES:
         raise CodecError(f"record of {len(text)} bytes is over the {MAX_RECORD_BYTES >> 20} MiB limit")
     try:
-        if count_values(text) > MAX_NODES:
-            raise CodecError(f"record holds more than {MAX_NODES} values")
+        if record_cost(text) > MAX_RECORD_COST:
+            raise CodecError(f"record would take more than {MAX_RECORD_COST >> 20} MiB to decode")
         return json.loads(text, parse_constant=_reject_constant, parse_int=_plain_int)
     except CodecError:
         raise
@@ -93,14 +104,14 @@ def loads(text: str | bytes) -> Any:
 def decode(wire: Any, depth: int = 0) -> Any:
     """Wire form (already parsed by :func:`loads`) -> plain value, type-checked at every level."""
     try:
-        return _decode(wire, depth)
+        return _decode(wire, depth, [MAX_KEYED_MEMBERS])
     except CodecError:
         raise
     except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
         raise CodecError(f"invalid value: {type(exc).__name__}: {str(exc)[:120]}") from None
 
 
-def _decode(wire: Any, depth: int) -> Any:
+def _decode(wire: Any, depth: int, budget: list) -> Any:
     if depth > MAX_DEPTH:
         raise CodecError("value nested too deeply")
     kind = type(wire)
@@ -115,17 +126,17 @@ def _decode(wire: Any, depth: int) -> Any:
             raise CodecError("untagged non-finite float")
         return wire
     if kind is list:
-        return [_decode(v, depth + 1) for v in wire]
+        return [_decode(v, depth + 1, budget) for v in wire]
     if kind is not dict or len(wire) != 1:
         raise CodecError(f"unexpected {kind.__name__} in data")
     ((tag, body),) = wire.items()
-    return _decode_tagged(tag, body, depth)
+    return _decode_tagged(tag, body, depth, budget)
 
 
-def _items(body: Any, depth: int) -> list:
+def _items(body: Any, depth: int, budget: list) -> list:
     if type(body) is not list:
         raise CodecError("tagged container body must be a list")
-    return [_decode(v, depth + 1) for v in body]
+    return [_decode(v, depth + 1, budget) for v in body]
 
 
 def _text(body: Any, limit: int, what: str) -> str:
@@ -134,21 +145,21 @@ def _text(body: Any, limit: int, what: str) -> str:
     return body
 
 
-def _decode_tagged(tag: str, body: Any, depth: int) -> Any:
+def _decode_tagged(tag: str, body: Any, depth: int, budget: list) -> Any:
     if tag == "t":
-        return tuple(_items(body, depth))
+        return tuple(_items(body, depth, budget))
     if tag in ("s", "z"):
-        values = _items(body, depth)
-        return (PlainSet if tag == "s" else PlainFrozenSet).build(values)
+        values = _items(body, depth, budget)
+        return (PlainSet if tag == "s" else PlainFrozenSet).build(values, budget)
     if tag == "d":
-        pairs = _items(body, depth)
+        pairs = _items(body, depth, budget)
         if not all(type(p) is list and len(p) == 2 for p in pairs):
             raise CodecError("dict entries must be [key, value] pairs")
-        return PlainDict.build(pairs)
+        return PlainDict.build(pairs, budget)
     if tag == "f" and body in ("inf", "-inf", "nan"):
         return float(body)
     if tag == "c" and type(body) is list and len(body) == 2:
-        re_, im = (_decode(v, depth + 1) for v in body)
+        re_, im = (_decode(v, depth + 1, budget) for v in body)
         if type(re_) is not float or type(im) is not float:
             raise CodecError("complex parts must be floats")
         return complex(re_, im)
@@ -238,5 +249,5 @@ def dumps(wire: Any) -> str:
     return json.dumps(wire, separators=(",", ":"), allow_nan=False)
 
 
-__all__ = ["CodecError", "Opaque", "PlainDict", "PlainFrozenSet", "PlainSet", "canonical_key", "count_values",
+__all__ = ["CodecError", "Opaque", "PlainDict", "PlainFrozenSet", "PlainSet", "canonical_key", "record_cost",
            "decode", "dumps", "encode", "loads"]

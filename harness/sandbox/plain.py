@@ -74,31 +74,63 @@ def canonical_key(value: Any) -> tuple:
     raise TypeError(f"unhashable type: {kind.__name__!r}")
 
 
-def _sorted_unique(values: Iterable[Any]) -> tuple[tuple, tuple]:
-    keyed = sorted(((canonical_key(v), i, v) for i, v in enumerate(values)), key=lambda t: (t[0], t[1]))
-    keys, members = [], []
-    for key, _, value in keyed:
-        if not keys or keys[-1] != key:
-            keys.append(key)
-            members.append(value)
-    return tuple(keys), tuple(members)
+MAX_KEYED_MEMBERS = 500_000  # set members and dict keys of mixed types in one record (~150 B each here)
+
+
+def _simple_kind(values: list) -> str | None:
+    """"int", "str" or "bytes" when every value has exactly that type: then the values are their own keys."""
+    if not values:
+        return "empty"
+    kind = type(values[0])
+    if kind in (int, str, bytes) and all(type(v) is kind for v in values):
+        return kind.__name__
+    return None
+
+
+def _order(values: list, budget: list | None) -> tuple[str | None, list, list]:
+    """(kind, keys, positions): ``positions`` sorted by key, then by position (stable), and ``keys`` per value."""
+    kind = _simple_kind(values)
+    if kind is not None:
+        keys = values
+    else:
+        if budget is not None:
+            budget[0] -= len(values)
+            if budget[0] < 0:
+                raise ValueError(f"more than {MAX_KEYED_MEMBERS} set members or dict keys of mixed types")
+        keys = [canonical_key(v) for v in values]
+    return kind, keys, sorted(range(len(values)), key=keys.__getitem__)
 
 
 class PlainSet:
     """A decoded ``set``: members in canonical order. Equal to a PlainSet or PlainFrozenSet with equal members."""
 
-    __slots__ = ("keys", "members")
+    __slots__ = ("kind", "members", "_keys")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, keys: tuple, members: tuple):
-        self.keys, self.members = keys, members
+    def __init__(self, kind: str | None, members: tuple, keys: tuple | None = None):
+        self.kind, self.members, self._keys = kind, members, keys
 
     @classmethod
-    def build(cls, values: Iterable[Any]) -> PlainSet:
-        return cls(*_sorted_unique(values))
+    def build(cls, values: Iterable[Any], budget: list | None = None) -> PlainSet:
+        values = list(values)
+        kind, keys, order = _order(values, budget)
+        kept = [i for n, i in enumerate(order) if n == 0 or keys[order[n - 1]] != keys[i]]
+        members = tuple(values[i] for i in kept)
+        return cls(kind, members, None if kind is not None else tuple(keys[i] for i in kept))
+
+    @property
+    def keys(self) -> tuple:
+        """Canonical keys in order (for simple kinds derived on demand: they sort as the values do)."""
+        if self._keys is None:
+            self._keys = tuple(canonical_key(v) for v in self.members)
+        return self._keys
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, PlainSet) and self.keys == other.keys
+        if not isinstance(other, PlainSet) or len(self.members) != len(other.members):
+            return False
+        if self.kind is not None and self.kind == other.kind:
+            return self.members == other.members
+        return self.keys == other.keys
 
     def __ne__(self, other: object) -> bool:
         return not self == other
@@ -124,40 +156,46 @@ def canonical_set(value: Any) -> PlainSet:
     """``set(value)`` without hashing: EvalPlus's set oracle on decoded data. TypeError where ``set`` raises."""
     if isinstance(value, PlainSet):
         return value
+    budget = [MAX_KEYED_MEMBERS]
     if isinstance(value, PlainDict):
-        return PlainSet.build(value.key_list())
+        return PlainSet.build(value.key_list(), budget)
     if isinstance(value, (list, tuple, str, bytes)):
-        return PlainSet.build(value)
+        return PlainSet.build(value, budget)
     if getattr(value, "ndim", 0) == 1 and (getattr(type(value), "__module__", "") or "").startswith("numpy"):
-        return PlainSet.build(list(value))
+        return PlainSet.build(list(value), budget)
     raise TypeError(f"{type(value).__name__!r} object is not iterable")
 
 
 class PlainDict:
     """A decoded ``dict``: items in insertion order; compared through canonically sorted keys."""
 
-    __slots__ = ("pairs", "keys", "order")
+    __slots__ = ("pairs", "kind", "order", "_keys")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, pairs: list, keys: tuple, order: tuple):
-        self.pairs, self.keys, self.order = pairs, keys, order
+    def __init__(self, pairs: list, kind: str | None, order: tuple, keys: tuple | None):
+        self.pairs, self.kind, self.order, self._keys = pairs, kind, order, keys
 
     @classmethod
-    def build(cls, pairs: list) -> PlainDict:
-        keyed = sorted(((canonical_key(k), i) for i, (k, _) in enumerate(pairs)))
-        first: dict[int, int] = {}  # position of the kept entry -> position of the value that wins
-        keys, heads = [], []
-        for key, i in keyed:
-            if keys and keys[-1] == key:
-                first[heads[-1]] = i
+    def build(cls, pairs: list, budget: list | None = None) -> PlainDict:
+        kind, keys, order = _order([k for k, _ in pairs], budget)
+        heads, last = [], {}  # per distinct key: its first position, and the position of the value that wins
+        for n, i in enumerate(order):
+            if n and keys[order[n - 1]] == keys[i]:
+                last[heads[-1]] = i
             else:
-                keys.append(key)
                 heads.append(i)
-                first[i] = i
+                last[i] = i
         kept = sorted(heads)
         rank = {pos: n for n, pos in enumerate(kept)}
-        items = [[pairs[pos][0], pairs[first[pos]][1]] for pos in kept]
-        return cls(items, tuple(keys), tuple(rank[h] for h in heads))
+        items = [[pairs[pos][0], pairs[last[pos]][1]] for pos in kept]
+        sorted_keys = None if kind is not None else tuple(keys[h] for h in heads)
+        return cls(items, kind, tuple(rank[h] for h in heads), sorted_keys)
+
+    @property
+    def keys(self) -> tuple:
+        if self._keys is None:
+            self._keys = tuple(canonical_key(self.pairs[n][0]) for n in self.order)
+        return self._keys
 
     def items(self) -> list:
         return [(k, v) for k, v in self.pairs]
@@ -165,13 +203,18 @@ class PlainDict:
     def key_list(self) -> list:
         return [k for k, _ in self.pairs]
 
-    def _sorted_values(self) -> Iterator[Any]:
-        return (self.pairs[n][1] for n in self.order)
+    def _sorted(self, what: int) -> list:
+        return [self.pairs[n][what] for n in self.order]
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PlainDict) or self.keys != other.keys:
+        if not isinstance(other, PlainDict) or len(self.pairs) != len(other.pairs):
             return False
-        return all(bool(a == b) for a, b in zip(self._sorted_values(), other._sorted_values()))
+        if self.kind is not None and self.kind == other.kind:
+            if self._sorted(0) != other._sorted(0):
+                return False
+        elif self.keys != other.keys:
+            return False
+        return all(bool(a == b) for a, b in zip(self._sorted(1), other._sorted(1)))
 
     def __ne__(self, other: object) -> bool:
         return not self == other

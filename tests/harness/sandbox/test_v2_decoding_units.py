@@ -4,7 +4,7 @@
   Python's ``set`` / ``dict`` say so, with the same size and, for dicts, the same items in the same order.
 - Linear decoding: 100k members with one hash decode about as fast as 100k distinct ones (a ratio within
   one run; CPython's own set would need billions of probes).
-- Counting: ``count_values`` bounds the values of a record from above in linear time.
+- Costing: ``record_cost`` bounds a record's decoding cost from above in linear time.
 - Bounded memory: records of the worst shapes at the value limit, and a 30 MiB record of tiny containers
   over it, raise the parent's peak RSS by less than 256 MiB.
 - No candidate record can raise out of the verdict: every hostile record, through the real ``loads``,
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from dare.harness.sandbox.codec import MAX_NODES, CodecError, count_values, decode, dumps, encode, loads
+from dare.harness.sandbox.codec import MAX_RECORD_COST, CodecError, decode, dumps, encode, loads, record_cost
+from dare.harness.sandbox.plain import MAX_KEYED_MEMBERS
 from dare.harness.sandbox.plain import PlainDict, PlainSet
 from dare.harness.sandbox.plans import TestPlan as Plan
 from dare.harness.sandbox.verdicts import Outcome
@@ -93,8 +94,8 @@ def test_hostile_wire_is_a_codec_error(wire):
 
 @pytest.mark.parametrize("text", [
     b'{"i":0,"ok":1' + b"0" * 30 + b"}",                       # bare int beyond 64 bits
-    b'{"i":0,"ok":[' + b"[]," * (MAX_NODES + 10) + b"[]]}",    # too many values
-    b'{"i":0,"ok":"' + b"\\\"," * (MAX_NODES + 10) + b'"}',  # quick count over the limit, exact count fine...
+    b'{"i":0,"ok":[' + b"[]," * 500_000 + b"[]]}",             # too costly: half a million containers
+    b'{"i":0,"ok":"' + b"\\\"," * 5_000_000 + b'"}',          # quick bound over the limit, precise one fine...
     b'{"i":0,"ok":"\xff"}',                                      # not UTF-8
     b"[" * 100_000 + b"]" * 100_000,                           # deeper than json's own recursion
     b'{"ok":"unterminated',
@@ -108,11 +109,18 @@ def test_hostile_records_are_refused(text):
         loads(text)
 
 
-def test_strings_full_of_brackets_are_counted_precisely():
-    text = json.dumps([",[{" * 1000, [1, 2], "x"])  # 6 values; the quick bound counts the 3000 inside the string
-    # outside the strings: 2 brackets and 3 commas, plus 2 strings and the first value: an upper bound of 8
-    assert count_values(text, limit=10) == count_values(text.encode(), limit=10) == 8
-    assert count_values(text, limit=10_000) > 3000
+def test_strings_full_of_brackets_are_costed_precisely():
+    text = json.dumps([",[{" * 10_000, [1, 2], "x"])  # the quick bound charges 30000 characters inside the string
+    structure = 2 * 384 + 3 * 40 + 2 * 80 + 40           # outside it: 2 brackets, 3 commas, 2 strings, the first value
+    assert record_cost(text, limit=100_000) == record_cost(text.encode(), limit=100_000) == len(text) + structure
+    assert record_cost(text, limit=10 ** 9) > 10_000 * 384
+
+
+def test_mixed_type_set_members_are_limited():
+    mixed = {"s": [True] + [encode(k) for k in range(2, MAX_KEYED_MEMBERS + 2)]}
+    with pytest.raises(CodecError):
+        decode(mixed)
+    assert len(decode({"s": [encode(k) for k in range(2, MAX_KEYED_MEMBERS + 2)]})) == MAX_KEYED_MEMBERS  # one type
 
 
 def test_colliding_hashes_decode_in_linear_time():
@@ -138,13 +146,24 @@ def _hwm_mib() -> float:
     return int(line.split()[1]) / 1024
 
 
-WORST_SHAPES = {  # each at the value limit: the most parent memory per value for its kind
-    "empty_lists": b"[]," * (MAX_NODES // 2 - 10) + b"[]",
-    "tuples": b'{"t":[]},' * (MAX_NODES // 4 - 10) + b'{"t":[]}',
-    "sets": b'{"s":[]},' * (MAX_NODES // 4 - 10) + b'{"s":[]}',
-    "dicts": b'{"d":[[1,2]]},' * (MAX_NODES // 6 - 10) + b'{"t":[]}',
-    "set_of_ints": b'{"s":[' + b",".join(b"%d" % k for k in range(MAX_NODES - 20)) + b"]}",
-    "tiny_containers_over_the_limit": b"[]," * 10_000_000 + b"[]",
+def at_limit(unit: bytes, over: bool = False) -> bytes:
+    """``[unit, unit, ...]`` as long as the cost limit allows (or twice that)."""
+    n = (MAX_RECORD_COST - 4096) // record_cost(unit + b",", limit=10 ** 12) * (2 if over else 1)
+    return b"[" + (unit + b",") * (n - 1) + unit + b"]"
+
+
+WORST_SHAPES = {  # each as large as the cost limit allows: the most parent memory per byte for its kind
+    "empty_lists": at_limit(b"[]"),
+    "tuples": at_limit(b'{"t":[]}'),
+    "sets": at_limit(b'{"s":[]}'),
+    "dicts": at_limit(b'{"d":[[1,2]]}'),
+    "nested_tuples": at_limit(b'{"t":[{"t":[1]}]}'),
+    "short_strings": at_limit(b'"ab"'),
+    "floats": at_limit(b"1.5"),
+    "mixed_set_members": b'{"s":[true,' + b",".join(b"%d" % k for k in range(2, MAX_KEYED_MEMBERS)) + b"]}",
+    "int_set": b'{"s":' + at_limit(b"123456") + b"}",
+    "tiny_containers_over_the_limit": at_limit(b"[]", over=True),
+    "tiny_containers_cap_sized": b"[" + b"[]," * 10_000_000 + b"[]]",  # the child's 32 MiB output cap
 }
 
 
@@ -154,14 +173,14 @@ def test_parent_memory_per_record_is_bounded(shape):
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         pytest.skip("/proc/self/clear_refs is not writable here")
-    record = b'{"i":0,"ok":[' + WORST_SHAPES[shape] + b"]}"
+    record = b'{"i":0,"ok":' + WORST_SHAPES[shape] + b"}"
     before = _hwm_mib()
     try:
         value = decode(loads(record)["ok"])
     except CodecError:
         value = None
     growth = _hwm_mib() - before
-    assert (value is None) is shape.endswith("over_the_limit")
+    assert (value is None) is ("over_the_limit" in shape or "cap_sized" in shape)
     assert growth < 256, f"{shape}: +{growth:.0f} MiB"
 
 
@@ -240,3 +259,14 @@ def test_to_python_restores_trusted_values():
     value = {"k": [{1, 2}, frozenset({(1, 2.5)})], (1, 2): {3: None}}
     back = to_python(wire_roundtrip(value))
     assert back == value and type(back["k"][0]) is set and type(back["k"][1]) is frozenset
+
+
+def test_child_output_bound_matches_the_parent():
+    """An output the child accepts is never refused by the parent's cost bound (the same formula, 1 MiB less)."""
+    from dare.harness.sandbox import child_runner, codec
+
+    assert (child_runner.CONTAINER_COST, child_runner.STRING_COST, child_runner.VALUE_COST) == (
+        codec.CONTAINER_COST, codec.STRING_COST, codec.VALUE_COST)
+    assert child_runner.COST_CAP == codec.MAX_RECORD_COST - (1 << 20)
+    for text in ('[' + '"ab",' * 1000 + '1]', json.dumps({"t": [[1.5] * 100] * 100}), '{"d":[[1,2]]}'):
+        assert child_runner.output_cost(text) == record_cost(text, limit=10 ** 12)
