@@ -25,6 +25,13 @@ from .isolation import PYTHON_ENV
 CHUNK = 1 << 16
 STEP_SLACK_S = 1.0  # per step, on top of the child's own limit: pipe latency and a loaded machine
 END_S = 1.0  # after its last test: the end records and the exit, which run no candidate code
+ENCODE_RATE = 2 << 20  # bytes/s: encoding, sending and parsing a record, on a loaded machine
+
+
+def step_limit(limit_s: float, record_bytes: int) -> float:
+    """The parent's deadline for one test: the child's own limit for the call, plus the time to encode
+    and ship an answer of ``record_bytes`` (the expected output's size), which the child's alarm excludes."""
+    return limit_s + record_bytes / ENCODE_RATE
 
 
 @dataclasses.dataclass

@@ -54,6 +54,11 @@ class TestPlan:
     setup: str = ""
     golden: dict = dataclasses.field(default_factory=lambda: {"passed": True, "reason": None})
 
+    @functools.cached_property
+    def expected_bytes(self) -> list[int]:
+        """Size of each expected output on the wire: a correct answer's record is about as large."""
+        return [0 if e is None else len(json.dumps(e, separators=(",", ":"))) for e in self.expected]
+
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 

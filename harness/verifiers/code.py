@@ -27,6 +27,7 @@ from ..errors import SandboxError
 from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
+from ..sandbox.launcher import step_limit
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
@@ -135,7 +136,8 @@ class CodeVerifier(Verifier):
                "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup}
         deadline = job["load_limit"] + min(self.sample_time_limit, sum(limits)) + 3.0
         outcome = Outcome(plan)
-        run = self.sandbox.run_job(job, deadline, outcome.accept, steps=[job["load_limit"], *limits])
+        steps = [job["load_limit"], *map(step_limit, limits, plan.expected_bytes)]
+        run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
         outcome_from_run(outcome, run)
         if outcome.passed and plan.judge is not None:
             self._judge(plan, outcome)
