@@ -14,7 +14,8 @@ from dare.harness.data import load_samples
 from dare.harness.sandbox import Sandbox, encode
 from dare.harness.sandbox.isolation import detect
 from dare.harness.sandbox.launcher import ENCODE_RATE, END_S, STEP_SLACK_S, Clock, LineStream, step_limit
-from dare.harness.sandbox.plans import PlanCache, TestPlan, default_cache_dir, plan_from_asserts, reference_calls
+from dare.harness.sandbox import plans
+from dare.harness.sandbox.plans import PlanCache, default_cache_dir, plan_from_asserts, reference_calls
 from dare.harness.sandbox.pool import TRUSTED_UID_OFFSET
 from dare.harness.verifiers.code import CodeVerifier
 
@@ -115,7 +116,7 @@ def test_clock_gives_each_step_its_own_deadline():
     assert Clock(5.0).remaining() == pytest.approx(5.0, abs=0.05)
     # a test's step: its limit, plus encoding and shipping an answer the size of the expected output
     assert step_limit(1.5, 0) == 1.5 and step_limit(1.5, 3 * ENCODE_RATE) == pytest.approx(4.5)
-    plan = TestPlan("f", [[[1], {"d": []}]] * 2, [[1, 2, 3], None], ["eq", "eq"], [None, None])
+    plan = plans.TestPlan("f", [[[1], {"d": []}]] * 2, [[1, 2, 3], None], ["eq", "eq"], [None, None])
     assert plan.expected_bytes == [len("[1,2,3]"), 0]
 
 
