@@ -97,6 +97,18 @@ class Isolation:
                 "numpy": bool(self.numpy_dirs), "layers": layers}
 
 
+def cgroup2_memory() -> bool:
+    """Whether a cgroup v2 hierarchy with the memory controller is mounted (``memory.max`` could bound a
+    job's memfd, tmpfs and page cache together). Detected and recorded; the sandbox does not use it yet."""
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        try:
+            if "memory" in Path(root, "cgroup.controllers").read_text().split():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _bwrap_version() -> str | None:
     exe = shutil.which("bwrap")
     if exe is None:

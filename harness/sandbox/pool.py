@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ..errors import SandboxError
 from .codec import CodecError, loads
-from .isolation import Isolation, Limits, child_argv, detect, hidden_site_dirs
+from .isolation import Isolation, Limits, cgroup2_memory, child_argv, detect, hidden_site_dirs
 from .launcher import ChildResult, Clock, run_child
 from .warm import Zygote
 
@@ -95,7 +95,9 @@ class Sandbox:
         report = self.report or {}
         layers.append(f"memory: RLIMIT_AS {self.limits.address_space >> 20} MiB per process, at most "
                       f"{self.limits.processes} processes; /tmp and /dev/shm tmpfs {self.limits.tmp_size >> 20} "
-                      "MiB each per job; memfd_create denied; cgroup v2 memory.max not used")
+                      "MiB each per job; memfd_create and SysV shm denied; cgroup v2 memory.max not used ("
+                      + ("available here" if cgroup2_memory() else "no cgroup v2 memory controller here") + ")")
+        described["cgroup2_memory_controller"] = cgroup2_memory()
         described["job_confinement"] = {key: report.get(key) for key in (
             "uid", "cap_eff", "no_new_privs", "seccomp", "seccomp_mode", "session_keyring", "userns_creatable",
             "tmp", "shm", "fresh_ipc_ns", "error")}
