@@ -144,7 +144,8 @@ class Pump:
                 remaining = clock.remaining()
                 if remaining <= 0:
                     return "timeout"
-                for key, _ in sel.select(timeout=min(remaining, 0.05 if not self.open else 0.5)):
+                # with both pipes at EOF only the exit (or the zygote's end report) is awaited: poll it briefly
+                for key, _ in sel.select(timeout=min(remaining, 0.005 if not self.open else 0.5)):
                     self._ready(sel, key.fd, extra)
                 if self.lines.truncated:
                     return "truncated"
