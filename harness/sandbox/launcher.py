@@ -25,7 +25,7 @@ from .isolation import PYTHON_ENV
 CHUNK = 1 << 16
 STEP_SLACK_S = 1.0  # per step, on top of the child's own limit: pipe latency and a loaded machine
 END_S = 1.0  # after its last test: the end records and the exit, which run no candidate code
-ENCODE_RATE = 2 << 20  # bytes/s: encoding, sending and parsing a record, on a loaded machine
+ENCODE_RATE = 256 << 10  # bytes/s of a record: the child's encoding and sending on a heavily loaded machine
 
 
 def step_limit(limit_s: float, record_bytes: int) -> float:

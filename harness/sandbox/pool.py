@@ -155,8 +155,9 @@ class Sandbox:
             if record.get("probe") is True and job["mode"] == "probe":
                 self.report = self.report or record
             records.append(record)
-            clock.advance()
-            return on_record(record) if on_record else True
+            keep_going = on_record(record) if on_record else True
+            clock.advance()  # the next step starts after the parent has decided on this record
+            return keep_going
 
         payload = json.dumps({**job, "nonce": nonce}, separators=(",", ":"), allow_nan=False).encode()
         slot = self._slots.get()  # waiting for a slot, or for its sandbox to start, is not the job's time
