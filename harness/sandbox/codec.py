@@ -36,8 +36,9 @@ MAX_RECORD_BYTES = 40 << 20  # the child caps one output at 32 MiB of JSON; fram
 MAX_RECORD_COST = 160 << 20
 CONTAINER_COST, STRING_COST, VALUE_COST = 384, 80, 40
 MAX_INT_HEX = 1 << 22  # hex digits of one big int (16 Mbit, about 5 million decimal digits)
-MAX_PLAIN_INT_DIGITS = 20  # a bare JSON int stays within 64 bits; larger ones must come hex-tagged
 INT_BOUND = 1 << 63
+_NUMBERS = frozenset((int, float, bool))
+_WORDS = frozenset((str, bool, type(None)))
 _DTYPE = re.compile(r"[<>|=][biufcUSMm]\d{1,4}(?:\[\w{1,3}\])?")
 _HEX = re.compile(r"-?[0-9a-f]+")
 
@@ -48,12 +49,6 @@ class CodecError(ValueError):
 
 def _reject_constant(name: str) -> Any:
     raise CodecError(f"bare {name} is not allowed; non-finite floats must be tagged")
-
-
-def _plain_int(text: str) -> int:
-    if len(text) > MAX_PLAIN_INT_DIGITS:
-        raise CodecError("ints beyond 64 bits must be hex-tagged")
-    return int(text)
 
 
 def record_cost(text: str | bytes, limit: int = MAX_RECORD_COST) -> int:
@@ -94,7 +89,7 @@ def loads(text: str | bytes) -> Any:
     try:
         if record_cost(text) > MAX_RECORD_COST:
             raise CodecError(f"record would take more than {MAX_RECORD_COST >> 20} MiB to decode")
-        return json.loads(text, parse_constant=_reject_constant, parse_int=_plain_int)
+        return json.loads(text, parse_constant=_reject_constant)  # json caps bare ints at 4300 digits
     except CodecError:
         raise
     except (ValueError, RecursionError, UnicodeDecodeError, MemoryError) as exc:
@@ -126,11 +121,25 @@ def _decode(wire: Any, depth: int, budget: list) -> Any:
             raise CodecError("untagged non-finite float")
         return wire
     if kind is list:
-        return [_decode(v, depth + 1, budget) for v in wire]
+        flat = _flat_list(wire)
+        return flat if flat is not None else [_decode(v, depth + 1, budget) for v in wire]
     if kind is not dict or len(wire) != 1:
         raise CodecError(f"unexpected {kind.__name__} in data")
     ((tag, body),) = wire.items()
     return _decode_tagged(tag, body, depth, budget)
+
+
+def _flat_list(wire: list) -> list | None:
+    """A copy of a list of plain scalars, checked by C-level passes (the common big output: numbers or words)."""
+    kinds = set(map(type, wire))
+    if kinds <= _NUMBERS:
+        if float in kinds and not all(map(math.isfinite, wire)):
+            raise CodecError("untagged non-finite float")
+        ints = wire if float not in kinds else [v for v in wire if type(v) is int]
+        if int in kinds and not -INT_BOUND <= min(ints) <= max(ints) < INT_BOUND:
+            raise CodecError("ints beyond 64 bits must be hex-tagged")
+        return list(wire)
+    return list(wire) if kinds <= _WORDS else None
 
 
 def _items(body: Any, depth: int, budget: list) -> list:

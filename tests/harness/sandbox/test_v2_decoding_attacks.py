@@ -79,7 +79,7 @@ ATTACKS = {
     "forged_bad_hex": ("humaneval", "HumanEval/0", forged(*H0, "{'b': 'zz'}"), {"bad_output"}),
     "forged_odd_hex": ("humaneval", "HumanEval/0", forged(*H0, "{'b': 'abc'}"), {"bad_output"}),
     "forged_bad_big_int": ("humaneval", "HumanEval/0", forged(*H0, "{'i': '12xyz'}"), {"bad_output"}),
-    "forged_bare_big_int": ("humaneval", "HumanEval/0", forged(*H0, "10 ** 30"), {"protocol"}),
+    "forged_bare_big_int": ("humaneval", "HumanEval/0", forged(*H0, "10 ** 30"), {"bad_output"}),
     "forged_object_dtype": ("humaneval", "HumanEval/0", forged(*H0, "{'a': ['|O8', [1], '00' * 8]}"), {"bad_output"}),
     "forged_array_shape_bomb": ("humaneval", "HumanEval/0",
                                 forged(*H0, "{'a': ['<i8', [10 ** 9, 10 ** 9], '00' * 8]}"), {"bad_output"}),
