@@ -1,6 +1,6 @@
 """Through ``dare-eval --backend replay``: candidate output that once crashed the run or decided ``error``
 (lone surrogates in exception messages and outputs, 10**400 where floats are expected, non-finite complex
-for the judge, a record of millions of tiny containers) gives a complete run: run.json and samples.jsonl
+for the judge, an output over the cost bound) gives a complete run: run.json and samples.jsonl
 written as UTF-8, every sample ``scored``, only the gold passing; and a rerun grades identically."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ HOSTILE = [
     "    return '\\udcff' * 3\n",
     "    return 0.5 if number == 3.5 else 10 ** 400\n",
     "    return 0.5 if number == 3.5 else complex(float('inf'), float('nan'))\n",
-    "    return [[]] * 3_000_000\n",
+    "    return [[]] * 400_000\n",  # over the output cost bound: refused in the child, quickly
     "    class E(Exception):\n        def __str__(self):\n            return '\\ud800' * 1000\n    raise E()\n",
 ]
 
