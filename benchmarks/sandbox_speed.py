@@ -2,12 +2,15 @@
 
 Both sides grade the same 164 programs on the same inputs, expected outputs and time limits (the
 verifier's trusted test plans), with the same number of parallel workers, in this one process:
-DARE through ``CodeVerifier.verify_batch`` (bubblewrap, dropped uid, rlimits, comparison in the
-parent), EvalPlus through ``evalplus.eval.untrusted_check`` (fork + in-process guard). EvalPlus is only
-needed here (``pip install --no-deps evalplus psutil``); without it the comparison is skipped with a
-note. ``HUMANEVAL_OVERRIDE_PATH`` is pointed at a local file so EvalPlus never reaches the network.
+DARE through ``CodeVerifier.verify_batch`` (every job a fresh process tree forked by a clean per-slot
+zygote into new namespaces, dropped uid, seccomp, rlimits, comparison in the parent), EvalPlus through
+``evalplus.eval.untrusted_check`` (fork + in-process guard). Also timed: the same batch with a new
+bubblewrap sandbox per job (``fresh_sandbox_per_sample``), and the cost of one trivial job (one call
+returning a constant) through a zygote and through a new sandbox, sequentially on one slot.
+Without evalplus the comparison is skipped with a note. ``HUMANEVAL_OVERRIDE_PATH`` is pointed at a
+local file so EvalPlus never reaches the network.
 
-    python benchmarks/sandbox_speed.py [--rounds 2] [--workers N] [--limit 164]
+    python benchmarks/sandbox_speed.py [--rounds 2] [--workers N] [--limit 164] [--job-runs 40]
 
 The last line of output is one JSON object.
 """
@@ -25,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from dare.harness.data import load_samples
-from dare.harness.sandbox.codec import decode
-from dare.harness.sandbox.pool import default_workers
+from dare.harness.sandbox.codec import decode, encode
+from dare.harness.sandbox.pool import Sandbox, default_workers
 from dare.harness.verifiers.code import CodeVerifier
 
 
@@ -73,11 +76,27 @@ def evalplus_jobs(verifier: CodeVerifier, samples: list) -> list:
     return jobs
 
 
+def job_cost_ms(warm: bool, runs: int) -> float:
+    """Mean wall time of a trivial job, one slot, sequential: the per-job price of the process model."""
+    job = {"mode": "call", "program": "def f():\n    return 1\n", "entry_point": "f", "inputs": [encode([[], {}])],
+           "limits": [5.0], "load_limit": 5.0}
+    sandbox = Sandbox(workers=1, warm=warm)
+    try:
+        sandbox.run_job(job, 30)  # start-up of the slot is not a per-job cost
+        start = time.perf_counter()
+        for _ in range(runs):
+            sandbox.run_job(job, 30)
+        return 1000 * (time.perf_counter() - start) / runs
+    finally:
+        sandbox.close()
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=default_workers())
     parser.add_argument("--limit", type=int, default=164)
+    parser.add_argument("--job-runs", type=int, default=40)
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="dare-sandbox-bench-"))
     untrusted_check, note = load_evalplus(workdir)
@@ -103,11 +122,14 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         cold.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    zygote_ms, fresh_ms = job_cost_ms(True, args.job_runs), job_cost_ms(False, args.job_runs)
     n = len(samples) * args.rounds
     result = {"benchmark": "sandbox_speed", "samples": len(samples), "rounds": args.rounds, "workers": args.workers,
               "isolation": described["backend"], "uid_drop": described["uid_drop"],
+              "process_model": "zygote fork per job" if described["warm_servers"] else "new sandbox per job",
               "dare_samples_per_s": round(n / dare_s, 2), "dare_passed": dare_passed,
-              "dare_fresh_sandbox_samples_per_s": round(len(samples) / cold_s, 2)}
+              "dare_fresh_sandbox_samples_per_s": round(len(samples) / cold_s, 2),
+              "trivial_job_ms_zygote": round(zygote_ms, 1), "trivial_job_ms_fresh_sandbox": round(fresh_ms, 1)}
     if untrusted_check:
         result.update({"evalplus_samples_per_s": round(n / evalplus_s, 2), "evalplus_passed": evalplus_passed,
                        "ratio_vs_evalplus": round(evalplus_s / dare_s, 3),

@@ -218,6 +218,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
     spec, k = work.spec, plan.decoding.num_samples
     options = plan.verifier_options_for(spec.name)
     verifier = verifiers.get(spec.verifier)(**options)
+    verifier.use_cache_dir(plan.cache_dir)
     identity = verifier_identity(type(verifier), options)
     verifier_id = cache_key(spec.verifier, verifier.version, identity.options)[:16]
     vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")

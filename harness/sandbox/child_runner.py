@@ -1,15 +1,18 @@
 """The child side of the sandbox: a standalone script, run by a fresh interpreter inside the isolation.
 
-It imports nothing from dare (the package is not visible inside the sandbox). Start-up, before any
-untrusted byte is read: drop to the worker slot's uid (when started as root), set rlimits, close stray
-file descriptors, then read one job (JSON) from stdin. Results go to a private duplicate of the original
-stdout as one JSON line per record; fd 1 and 2 both point at the capped stderr pipe, so whatever the
-candidate prints is only diagnostics. The child never receives expected outputs: it cannot know whether
-it passed, and anything it forges on the result channel is merely its own output, judged by the parent.
+It imports nothing from dare (the package is not visible inside the sandbox), only its stdlib siblings
+``zygote.py`` and ``seccomp.py``. Start-up, before any untrusted byte is read: drop to the worker slot's
+uid (when started as root), join a new session keyring, install the seccomp filter and the rlimits, close
+stray file descriptors (``zygote.confine``), then read one job (JSON) from stdin. Results go to a private
+duplicate of the original stdout as one JSON line per record, each carrying the job's nonce, the last one
+``{"end": true}``; fd 1 and 2 both point at the capped stderr pipe, so whatever the candidate prints is
+only diagnostics. The child never receives expected outputs: it cannot know whether it passed, and
+anything it forges on the result channel is merely its own output, judged by the parent.
 
-argv: child_runner.py UID AS_BYTES CPU_SECONDS NPROC FSIZE_BYTES NOFILE EXTRA_SYS_PATH [serve STATUS_FD]
-(UID -1: keep; a negative limit: leave unset). With ``serve`` it is a warm server (see ``serve``) that
-forks one clean process per job; otherwise it runs the single job read from stdin and exits.
+argv: child_runner.py UID AS_BYTES CPU_SECONDS NPROC FSIZE_BYTES NOFILE EXTRA_SYS_PATH [zygote CTL_FD TMP_SIZE]
+(UID -1: keep; a negative limit: leave unset). With ``zygote`` it is the worker slot's zygote
+(``zygote.serve``), which starts each job as a fresh process tree; otherwise it runs the single job read
+from stdin and exits.
 Modes: ``call`` (run the program, call the entry point on each input), ``record`` (run a trusted
 reference program plus the rewritten assert tests, recording every call of the tested function), ``judge``
 (run the rewritten tests with the candidate's outputs replayed in place of the calls: no candidate code).
@@ -25,26 +28,14 @@ import time
 
 OUTPUT_CAP = 32 << 20  # bytes of encoded output per call; beyond it the call counts as an error
 MAX_DEPTH = 200
+INT_BOUND = 1 << 63
+NUMPY_KINDS = "biufcUSMm"  # dtypes sent as raw bytes; object and structured ones are opaque
 
 
-def harden(argv):
-    uid, as_bytes, cpu_s, nproc, fsize, nofile = (int(a) for a in argv[1:7])
-    if uid >= 0 and os.getuid() == 0:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)  # clears every capability: no way back to root
-    limits = [(resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_NPROC, nproc),
-              (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)]
-    if len(argv) > 9:  # a warm server lives long: its forks get the CPU limit, not the server itself
-        limits = [(w, v) for w, v in limits if w != resource.RLIMIT_CPU]
-    for which, value in limits:
-        if value >= 0:
-            resource.setrlimit(which, (value, value))
-    keep = int(argv[9]) if len(argv) > 9 else 4096  # the warm server's private status pipe
-    os.closerange(3, keep)
-    os.closerange(keep + 1, 4096)
-    if argv[7]:
-        sys.path.append(argv[7])
+def rlimits(argv):
+    as_bytes, cpu_s, nproc, fsize, nofile = (int(a) for a in argv[2:7])
+    return [(resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_NPROC, nproc),
+            (resource.RLIMIT_FSIZE, fsize), (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_CORE, 0)]
 
 
 class Timeout(BaseException):
@@ -61,8 +52,10 @@ def enc(x, depth=0):
     if depth > MAX_DEPTH:
         raise ValueError("output nested too deeply")
     t = type(x)
-    if x is None or t is bool or t is str or t is int:
+    if x is None or t is bool or t is str:
         return x
+    if t is int:  # beyond 64 bits as hex: linear both ways, and free of the int-to-str digit limit
+        return x if -INT_BOUND <= x < INT_BOUND else {"i": format(x, "x")}
     if t is float:
         return x if math.isfinite(x) else {"f": float.__repr__(x)}
     if t is list:
@@ -82,14 +75,31 @@ def enc(x, depth=0):
 
 def enc_other(x, t, depth):
     # Subclasses and numpy values are reduced to their plain value through the base type's own methods.
-    module = getattr(t, "__module__", "") or ""
-    if module.startswith("numpy") and hasattr(x, "tolist"):
-        return enc(x.tolist(), depth + 1)
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(x, (np.ndarray, np.generic)):
+        return enc_numpy(np, x)
     for base, convert in ((bool, bool), (int, int.__index__), (float, float.__float__), (str, str.__str__),
                           (tuple, tuple), (list, list), (dict, dict), (frozenset, frozenset), (set, set)):
         if isinstance(x, base):
             return enc(convert(x), depth + 1)
     return {"x": str(getattr(t, "__qualname__", "object"))[:80]}
+
+
+def enc_numpy(np, x):
+    # Arrays and numpy scalars keep their type (an array is not a list, np.bool_ is not True): dtype, shape, bytes.
+    a = np.asarray(x)
+    if a.dtype.kind not in NUMPY_KINDS or a.dtype.fields is not None or a.dtype.subdtype is not None:
+        return {"x": type(x).__name__[:80]}
+    if isinstance(x, np.generic):
+        return {"n": [a.dtype.str, a.tobytes().hex()]}
+    return {"a": [a.dtype.str, list(a.shape), a.tobytes().hex()]}
+
+
+def dec_numpy(tag, body):
+    import numpy as np
+    if tag == "n":
+        return np.frombuffer(bytes.fromhex(body[1]), np.dtype(body[0]))[0]
+    return np.frombuffer(bytes.fromhex(body[2]), np.dtype(body[0])).reshape(body[1]).copy()
 
 
 def dec(v):
@@ -112,14 +122,19 @@ def dec(v):
         return complex(dec(body[0]), dec(body[1]))
     if tag == "b":
         return bytes.fromhex(body)
+    if tag == "i":
+        return int(body, 16)
+    if tag in ("a", "n"):
+        return dec_numpy(tag, body)
     raise ValueError("unknown tag " + tag)
 
 
 class Channel:
-    def __init__(self, fd):
-        self.fd = fd
+    def __init__(self, fd, nonce=None):
+        self.fd, self.nonce = fd, nonce
 
     def send(self, record):
+        record = {"n": self.nonce, **record}
         data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
         view = memoryview(data)
         while view:
@@ -130,9 +145,20 @@ def describe_error(exc):
     return {"err": type(exc).__name__[:80], "msg": str(exc)[:300]}
 
 
+# The parent refuses a record whose decoding would cost more than codec.MAX_RECORD_COST (codec.record_cost);
+# this is the same quick bound with 1 MiB to spare for the record around the output, so an output the child
+# sends is never refused there (a reference's output either becomes an expected value or an error here).
+COST_CAP, CONTAINER_COST, STRING_COST, VALUE_COST = (160 << 20) - (1 << 20), 384, 80, 40
+
+
+def output_cost(text):
+    return (len(text) + CONTAINER_COST * (text.count("[") + text.count("{")) + STRING_COST * (text.count('"') // 2)
+            + VALUE_COST * (text.count(",") + 1))
+
+
 def encoded_output(value):
     text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
-    if len(text) > OUTPUT_CAP:
+    if len(text) > OUTPUT_CAP or output_cost(text) > COST_CAP:
         raise ValueError("output larger than the sandbox cap")
     return json.loads(text)
 
@@ -242,100 +268,53 @@ def run_job(job, channel):
         run_tests(job, channel, recorder(job, channel) if job["mode"] == "record" else replayer(job, channel))
 
 
-def main():
-    harden(sys.argv)
-    signal.signal(signal.SIGALRM, _alarm)
-    if len(sys.argv) > 9:
-        serve(int(sys.argv[9]))
-    job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    channel = Channel(os.dup(1))
-    os.dup2(2, 1)  # candidate prints land in the capped stderr pipe, never on the result channel
-    run_job(job, channel)
+def probe_report(layers):
+    """Facts about the confinement as the job itself sees it (the zygote's self-test and ``describe``)."""
+    import ctypes
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    libc = ctypes.CDLL(None, use_errno=True)
+    mounts = [line.split() for line in open("/proc/self/mounts").read().splitlines()]
+    fstypes = {m[1]: m[2] for m in mounts if len(m) > 2}
+    return {"probe": True, "uid": os.getuid(), "pid": os.getpid(), "cap_eff": status["CapEff"].strip(),
+            "no_new_privs": status["NoNewPrivs"].strip() == "1", "seccomp_mode": status["Seccomp"].strip(),
+            "ipc_ns": os.readlink("/proc/self/ns/ipc"), "tmp": fstypes.get("/tmp"), "shm": fstypes.get("/dev/shm"),
+            "userns_creatable": libc.unshare(0x10000000) == 0, **layers}
+
+
+def run_payload(payload, result_fd, layers):
+    """Run one job (its JSON payload) with results on ``result_fd``; in a fresh process, never the zygote."""
+    import random
+    job = json.loads(payload.decode("utf-8"))
+    channel = Channel(result_fd, job.get("nonce"))
+    random.seed()
+    if job["mode"] == "probe":
+        channel.send(probe_report(layers))
+    else:
+        run_job(job, channel)
+    channel.send({"end": True})
     sys.stdout.flush()
     os._exit(0)
 
 
-# ---- warm server: one per worker slot; a fresh fork of this clean process per job ----
-
-def _undumpable():
-    # Same-uid candidates may then neither ptrace this server nor open its /proc/<pid>/fd or mem.
-    import ctypes
-    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
-        raise OSError("prctl(PR_SET_DUMPABLE) failed")
+PROBE = json.dumps({"mode": "probe"}).encode()
 
 
-def _kill_leftovers():
-    """Kill every other process this uid owns in the sandbox (what a job left behind), then wipe /tmp."""
-    for _ in range(1000):
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            break
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            pass
-        time.sleep(0.001)
-    for root in ("/tmp", "/dev/shm"):
-        try:
-            entries = list(os.scandir(root))
-        except OSError:
-            continue
-        for entry in entries:
-            _remove(entry.path)
-
-
-def _remove(path):
-    try:
-        if os.path.isdir(path) and not os.path.islink(path):
-            for entry in os.scandir(path):
-                _remove(entry.path)
-            os.rmdir(path)
-        else:
-            os.unlink(path)
-    except OSError:
-        pass
-
-
-def _fork():
-    # Processes of a killed predecessor sandbox (same slot uid) may count against RLIMIT_NPROC briefly.
-    for _ in range(400):
-        try:
-            return os.fork()
-        except BlockingIOError:
-            time.sleep(0.005)
-    return os.fork()
-
-
-def serve(status_fd):
-    """Jobs arrive one JSON line each on stdin; the end of each is reported on ``status_fd`` only,
-    a pipe no job process holds, so a job cannot fake its own end nor reach the next job."""
-    _undumpable()
-    status = Channel(status_fd)
-    results = os.dup(1)
+def main():
+    argv = sys.argv
+    if argv[7]:
+        sys.path.append(argv[7])
+    signal.signal(signal.SIGALRM, _alarm)
+    import zygote
+    if len(argv) > 8 and argv[8] == "zygote":
+        zygote.serve(int(argv[9]), int(argv[1]), rlimits(argv), int(argv[10]), run_payload, PROBE)
+    layers = zygote.confine(int(argv[1]), rlimits(argv))
+    os.closerange(3, 65536)
+    payload = sys.stdin.buffer.read()
     null = os.open(os.devnull, os.O_RDONLY)
-    jobs = os.fdopen(os.dup(0), "rb")
     os.dup2(null, 0)
-    os.dup2(2, 1)
-    import random  # warm the modules jobs use
-    for line in jobs:
-        job = json.loads(line)
-        pid = _fork()
-        if pid == 0:
-            os.close(status_fd)
-            jobs.close()
-            if int(sys.argv[3]) >= 0:
-                resource.setrlimit(resource.RLIMIT_CPU, (int(sys.argv[3]), int(sys.argv[3])))
-            random.seed()
-            run_job(job, Channel(results))
-            os._exit(0)
-        _, code = os.waitpid(pid, 0)
-        _kill_leftovers()
-        status.send({"end": job["id"], "status": code})
-    os._exit(0)
+    result_fd = os.dup(1)
+    os.dup2(2, 1)  # candidate prints land in the capped stderr pipe, never on the result channel
+    run_payload(payload, result_fd, layers)
 
 
 if __name__ == "__main__":

@@ -1,102 +1,104 @@
 """Oracles: does one decoded candidate output match its expectation? Runs in the trusted parent only.
 
-Values reaching here come from :func:`codec.decode`, so they are built-in plain types and ``==`` on them
-runs no candidate code. Equality follows Python's own semantics (``1 == 1.0 == True``), as the original
-asserts do, so scores stay comparable with published numbers. ``close`` is EvalPlus's rule: exact match,
-else (when ``atol`` is set, or 1e-6 when the expected value is float-like) elementwise closeness with
-``rtol = 1e-7``.
+Values reaching here come from :func:`codec.decode`: built-in plain types, numpy arrays and scalars of
+plain dtypes, and the hash-free :mod:`~.plain` containers, so ``==`` on them runs no candidate code.
+
+Assert-style tests (HumanEval, MBPP) use ``eq`` / ``truthy`` / ``falsy``: the assert's own semantics on
+the decoded value (an array compared with ``==`` is ambiguous there too, and fails).
+
+EvalPlus datasets (HumanEval+, MBPP+) are graded by :class:`EvalPlusRules`, which follows
+``evalplus.eval.unsafe_execute`` (evalplus 0.3.1) step for step and calls evalplus's own pieces: its
+special-oracle task lists and reference functions (``evalplus.eval._special_oracle``), ``is_floats``
+and ``np.allclose`` with its ``rtol``. Only ``set(out)`` is replaced by :func:`~.plain.canonical_set`,
+which decides the same equality without hashing the candidate's values.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
-from .codec import Opaque
+import numpy as np
+from evalplus.eval import is_floats
+from evalplus.eval._special_oracle import (
+    MBPP_OUTPUT_NOT_NONE_TASKS,
+    MBPP_OUTPUT_SET_EQ_TASKS,
+    _digit_distance_nums,
+    _poly,
+    _surface_Area,
+)
 
-RTOL = 1e-7
-FLOAT_ATOL = 1e-6
+from .plain import Opaque, PlainDict, PlainSet, canonical_set
+
+EVALPLUS_RTOL = 1e-07  # unsafe_execute's literal, chosen to match np.testing.assert_allclose
+EVALPLUS_FLOAT_ATOL = 1e-6  # unsafe_execute: "enforce atol for float comparison"
+EVALPLUS_ORACLES = {"evalplus:humaneval": "humaneval", "evalplus:mbpp": "mbpp"}
 
 
 def _opaque_inside(value: Any, depth: int = 0) -> bool:
     if isinstance(value, Opaque):
         return True
-    if depth < 50 and isinstance(value, (list, tuple, set, frozenset)):
+    if depth < 50 and isinstance(value, (list, tuple, PlainSet)):
         return any(_opaque_inside(v, depth + 1) for v in value)
-    if depth < 50 and isinstance(value, dict):
-        return any(_opaque_inside(k, depth + 1) or _opaque_inside(v, depth + 1) for k, v in value.items())
+    if depth < 50 and isinstance(value, PlainDict):
+        return any(_opaque_inside(k, depth + 1) or _opaque_inside(v, depth + 1) for k, v in value.pairs)
     return False
 
 
-def _is_floats(value: Any) -> bool:
-    if type(value) is float:
-        return True
-    return isinstance(value, (list, tuple)) and bool(value) and all(type(v) is float for v in value)
+def equal(out: Any, exp: Any) -> bool:
+    return not _opaque_inside(out) and bool(out == exp)
 
 
-def _number(value: Any) -> bool:
-    return type(value) in (int, float, bool)
-
-
-def all_close(out: Any, exp: Any, atol: float, rtol: float = RTOL, depth: int = 0) -> bool:
-    """numpy.allclose on nested plain sequences of numbers, without broadcasting."""
-    if _number(out) and _number(exp):
-        if math.isnan(out) or math.isnan(exp):
-            return False
-        if math.isinf(out) or math.isinf(exp):
-            return out == exp
-        return abs(out - exp) <= atol + rtol * abs(exp)
-    if depth < 50 and isinstance(out, (list, tuple)) and isinstance(exp, (list, tuple)) and len(out) == len(exp):
-        return all(all_close(o, e, atol, rtol, depth + 1) for o, e in zip(out, exp))
-    return False
-
-
-def close(out: Any, exp: Any, atol: float) -> bool:
-    if _opaque_inside(out):
-        return False
-    if out == exp:
-        return True
-    if atol == 0 and _is_floats(exp):
-        atol = FLOAT_ATOL
-    return atol != 0 and all_close(out, exp, atol)
-
-
-def _as_set(value: Any) -> set | None:
-    try:
-        return set(value) if isinstance(value, (list, tuple, set, frozenset, str)) else None
-    except TypeError:  # unhashable members
-        return None
-
-
-def set_equal(out: Any, exp: Any, atol: float) -> bool:
-    out_set, exp_set = _as_set(out), _as_set(exp)
-    return out_set is not None and out_set == exp_set
-
-
-def not_none(out: Any, exp: Any, atol: float) -> bool:
-    # EvalPlus grades these tasks on "returned something" (a re.Match, say); a bool return is compared as is
-    expected_some = exp if isinstance(exp, bool) else exp is not None
-    return (out == exp) if isinstance(out, bool) else (out is not None) == expected_some
-
-
-def equal(out: Any, exp: Any, atol: float) -> bool:
-    return not _opaque_inside(out) and out == exp
-
-
-def truthy(out: Any, exp: Any, atol: float) -> bool:
+def truthy(out: Any, exp: Any) -> bool:
     return not _opaque_inside(out) and bool(out)
 
 
-def falsy(out: Any, exp: Any, atol: float) -> bool:
+def falsy(out: Any, exp: Any) -> bool:
     return not _opaque_inside(out) and not bool(out)
 
 
-ORACLES: dict[str, Callable[[Any, Any, float], bool]] = {
-    "eq": equal,
-    "truthy": truthy,
-    "falsy": falsy,
-    "close": close,
-    "set_eq": set_equal,
-    "not_none": not_none,
-}
+ORACLES: dict[str, Callable[[Any, Any], bool]] = {"eq": equal, "truthy": truthy, "falsy": falsy}
+
+
+class EvalPlusRules:
+    """EvalPlus's per-input check for one sample. Stateful like the original: once a float expectation
+    has set ``atol`` to 1e-6, it stays for the sample's later inputs. ``check`` raises where the original's
+    assertion raises; the caller counts any exception as a failed test."""
+
+    def __init__(self, dataset: str, entry_point: str, atol: float):
+        self.dataset, self.entry_point, self.atol = dataset, entry_point, atol
+
+    def check(self, out: Any, exp: Any, inp: list) -> bool:
+        ep, atol = self.entry_point, self.atol
+        if self.dataset == "mbpp" and ep in MBPP_OUTPUT_NOT_NONE_TASKS:
+            exp = exp is not None  # evalplus's ground truth for these tasks is `out is not None`
+        exact_match = out == exp
+        if self.dataset == "mbpp":
+            if ep == "are_equivalent":  # Mbpp/164: any returned value
+                exact_match = exact_match or True
+            elif ep == "sum_div":  # Mbpp/295
+                exact_match = exact_match or out == 0
+            elif ep == "surface_Area":  # Mbpp/581
+                exact_match = exact_match or abs(out - _surface_Area(*inp)) <= atol
+            elif ep == "digit_distance_nums":  # Mbpp/558
+                exact_match = exact_match or out == _digit_distance_nums(*inp)
+            elif ep in MBPP_OUTPUT_SET_EQ_TASKS:
+                exact_match = canonical_set(out) == canonical_set(exp)
+            elif ep in MBPP_OUTPUT_NOT_NONE_TASKS:
+                exact_match = out == exp if isinstance(out, bool) else exp == (out is not None)
+        if self.dataset == "humaneval" and ep == "find_zero":
+            return bool(abs(_poly(*inp, out)) <= atol)
+        if atol == 0 and is_floats(exp):
+            atol = self.atol = EVALPLUS_FLOAT_ATOL
+        if not exact_match and atol != 0:
+            if type(out) != type(exp):  # noqa: E721 - the original compares types exactly
+                return False
+            if isinstance(exp, (list, tuple)) and len(out) != len(exp):
+                return False
+            return bool(np.allclose(out, exp, rtol=EVALPLUS_RTOL, atol=atol))
+        return bool(exact_match)
+
+
+def rules_for(oracle: str, entry_point: str, atol: float) -> EvalPlusRules | None:
+    dataset = EVALPLUS_ORACLES.get(oracle)
+    return EvalPlusRules(dataset, entry_point, atol) if dataset else None

@@ -18,11 +18,9 @@ from .codec import encode
 from .plans import TestPlan, plan_from_asserts, plan_from_calls, reference_calls
 from .pool import Sandbox
 
-# EvalPlus grades a few MBPP+ tasks with special oracles; keyed by entry point (facts about the benchmark).
-MBPP_PLUS_ORACLES = {name: "set_eq" for name in ("similar_elements", "find_char_long", "common_in_nested_lists",
-                                                  "extract_singly", "larg_nnum", "intersection_array",
-                                                  "find_dissimilar", "Diff")}
-MBPP_PLUS_ORACLES.update({name: "not_none" for name in ("check_str", "text_match_three", "text_starta_endb")})
+# EvalPlus rows are graded by EvalPlus's own rules (compare.EvalPlusRules), special oracles included.
+HUMANEVALPLUS_ORACLE = "evalplus:humaneval"
+MBPPPLUS_ORACLE = "evalplus:mbpp"
 
 
 @functools.cache
@@ -75,9 +73,9 @@ def plan_humanevalplus(sample: Sample, sandbox: Sandbox) -> TestPlan:
     inputs, results, atol, support = _parse_plus_test(meta["test"])
     calls = _wire_calls(inputs)
     if results is None:  # the test computes expectations with EvalPlus's own reference, ref_func
-        plan = plan_from_calls(sandbox, support, "ref_func", calls, ["close"] * len(calls), atol)
+        plan = plan_from_calls(sandbox, support, "ref_func", calls, [HUMANEVALPLUS_ORACLE] * len(calls), atol)
         return dataclasses.replace(plan, entry_point=meta["entry_point"])
-    plan = TestPlan(meta["entry_point"], calls, [encode(r) for r in results], ["close"] * len(calls),
+    plan = TestPlan(meta["entry_point"], calls, [encode(r) for r in results], [HUMANEVALPLUS_ORACLE] * len(calls),
                     [None] * len(calls), atol)
     program = gold_humanevalplus(sample)
     if program is not None:  # the original canonical solution gives the time scale
@@ -151,9 +149,8 @@ def plan_mbppplus(sample: Sample, sandbox: Sandbox) -> TestPlan:
     meta = sample.metadata
     inputs = [_mbppplus_args(sample, a) for a in (meta.get("base_input") or []) + (meta.get("plus_input") or [])]
     calls = _wire_calls(inputs)
-    oracle = MBPP_PLUS_ORACLES.get(meta["entry_point"], "close")
     return plan_from_calls(sandbox, sample.reference or meta["canonical_solution"], meta["entry_point"], calls,
-                           [oracle] * len(calls), float(meta.get("atol") or 0.0))
+                           [MBPPPLUS_ORACLE] * len(calls), float(meta.get("atol") or 0.0))
 
 
 # ---------------------------------------------------------------- the table

@@ -1,14 +1,16 @@
-"""Which isolation layers this machine offers, and the command line that applies them to one child.
+"""Which isolation layers this machine offers, and the command line that applies them to one sandbox.
 
 Detected once at start (:func:`detect`): bubblewrap (namespaces: no network, read-only system, private
-size-limited /tmp, fresh /proc and /dev, cleared environment, new session, die with parent), else
-``unshare`` (network, pid, ipc, uts and mount namespaces only), else nothing. Orthogonal to that: when
-the harness is root, every worker slot runs as its own unprivileged uid (``uid_base + slot``), so that
-RLIMIT_NPROC holds (the kernel ignores it for real uid 0) and slots cannot signal each other. The child
-sets its rlimits itself before reading any untrusted byte (``child_runner.harden``).
+size-limited /tmp and /dev/shm, fresh /proc and /dev, cleared environment, new session, die with
+parent), else ``unshare`` (network, pid, ipc, uts and mount namespaces only), else nothing. Orthogonal
+to that: when the harness is root, every worker slot runs its jobs as its own unprivileged uid
+(``uid_base + slot``), so that RLIMIT_NPROC holds (the kernel ignores it for real uid 0) and slots cannot
+signal each other. Each job confines itself before reading any untrusted byte (``zygote.confine``).
 
-The interpreter inside is the base Python (stdlib only, ``-S``: no site-packages, so no installed data
-files are reachable), plus numpy bound read-only at a private path when the parent has it.
+Inside bubblewrap only the base interpreter, its shared library and its standard library are bound
+(never the whole prefix), and every site-packages or dist-packages directory under the binds is covered
+by an empty read-only tmpfs, so no installed package or data file is reachable; numpy alone is bound
+read-only at a private path when the parent has it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import sysconfig
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent / "child_runner.py"
+HELPERS = (RUNNER.parent / "zygote.py", RUNNER.parent / "seccomp.py")  # imported by the runner, stdlib only
+SANDBOX_DIR = "/opt/dare"
 SANDBOX_RUNNER = "/opt/dare/child_runner.py"
 SANDBOX_SITE = "/opt/dare/site"
 PYTHON_ENV = {  # the whole environment the child sees: deterministic hashing, time zone and encoding
@@ -75,7 +79,7 @@ class Isolation:
     def describe(self, limits: Limits, workers: int, unsafe: bool) -> dict:
         layers = {
             "bwrap": ["bubblewrap " + (self.bwrap_version or "?"), "net/pid/ipc/uts/cgroup namespaces",
-                      "read-only /usr and interpreter", f"private /tmp tmpfs {limits.tmp_size >> 20} MiB",
+                      "read-only /usr and stdlib", f"private /tmp tmpfs {limits.tmp_size >> 20} MiB",
                       "fresh /proc and /dev", "cleared environment", "new session", "die with parent"],
             "unshare": ["unshare: net/pid/ipc/uts/mount namespaces", "cleared environment", "host filesystem visible"],
             "none": ["no namespaces", "cleared environment"],
@@ -86,11 +90,23 @@ class Isolation:
             layers.append("NO uid drop: the interpreter is not reachable by an unprivileged uid")
         layers.append(f"rlimits: AS {limits.address_space >> 20} MiB, CPU {limits.cpu_seconds} s, NPROC "
                       f"{limits.processes}, FSIZE {limits.file_size >> 20} MiB, NOFILE {limits.open_files}, CORE 0")
-        layers += ["parent wall-clock deadline kills the process group", "stdout/stderr byte caps",
+        layers += ["parent clocks (job, load, each test) kill from outside", "stdout/stderr byte caps",
                    "comparison in the trusted parent on decoded plain data"]
         return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.uid_dropped,
-                "workers": workers,
-                "python": self.python if self.backend == "bwrap" else (self.host_python or self.python), "numpy": bool(self.numpy_dirs), "layers": layers}
+                "workers": workers, "python": self.python if self.backend == "bwrap" else (self.host_python or self.python),
+                "numpy": bool(self.numpy_dirs), "layers": layers}
+
+
+def cgroup2_memory() -> bool:
+    """Whether a cgroup v2 hierarchy with the memory controller is mounted (``memory.max`` could bound a
+    job's memfd, tmpfs and page cache together). Detected and recorded; the sandbox does not use it yet."""
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        try:
+            if "memory" in Path(root, "cgroup.controllers").read_text().split():
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _bwrap_version() -> str | None:
@@ -164,29 +180,61 @@ def _ancestors(path: str) -> list[str]:
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def bwrap_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
-    """Everything up to and including the interpreter; the caller appends the runner arguments."""
+def hidden_site_dirs(iso: Isolation) -> list[str]:
+    """Directories of installed packages that the binds would expose; each gets an empty read-only tmpfs."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    found = [sysconfig.get_path(kind, vars={"base": iso.python_prefix, "platbase": iso.python_prefix})
+             for kind in ("purelib", "platlib")]
+    found += [f"/usr/lib/python3/dist-packages", f"/usr/local/lib/{version}/dist-packages",
+              f"/usr/local/lib/{version}/site-packages", f"/usr/lib/{version}/site-packages"]
+    return sorted({p for p in found if p and os.path.isdir(p)})
+
+
+def interpreter_binds(iso: Isolation) -> list[str]:
+    """The base interpreter, its shared library and its standard library: never the whole prefix."""
+    if iso.python_prefix.startswith("/usr/"):
+        return []
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    lib = Path(iso.python_prefix, "lib")
+    paths = [iso.python, str(lib / version), *sorted(str(p) for p in lib.glob("libpython*.so*"))]
+    return [p for p in paths if os.path.exists(p)]
+
+
+def bwrap_argv(iso: Isolation, limits: Limits, slot: int, zygote: bool = False) -> list[str]:
+    """Everything up to and including the interpreter; the caller appends the runner arguments.
+
+    ``zygote``: the slot's long-lived zygote (root inside, only the capabilities it needs to start each job
+    in fresh namespaces and drop it to the slot uid); otherwise a one-job sandbox."""
     argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not iso.drop_uid:  # unprivileged: bwrap needs a user namespace; the real uid is already not root
-        argv.append("--unshare-user")
+        argv += ["--unshare-user", "--disable-userns"]
+    else:
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if zygote:
+            argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_KILL"]
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in PYTHON_ENV.items():
         argv += ["--setenv", key, value]
     argv += ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
              "--symlink", "usr/bin", "/bin"]
+    binds = interpreter_binds(iso)
     # bwrap creates missing parents with mode 0700, which the dropped uid could not traverse.
-    for ancestor in _ancestors(iso.python_prefix + "/x"):
+    for ancestor in sorted({a for path in binds for a in _ancestors(path)}, key=len):
         if not ancestor.startswith("/usr"):
             argv += ["--perms", "0755", "--dir", ancestor]
-    if not iso.python_prefix.startswith("/usr/"):
-        argv += ["--ro-bind", iso.python_prefix, iso.python_prefix]
+    for path in binds:
+        argv += ["--ro-bind", path, path]
+    for path in hidden_site_dirs(iso):
+        argv += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
     for folder in ("/opt", "/opt/dare", SANDBOX_SITE):
         argv += ["--perms", "0755", "--dir", folder]
-    argv += ["--ro-bind", str(RUNNER), SANDBOX_RUNNER]
+    for source in (RUNNER, *HELPERS):
+        argv += ["--ro-bind", str(source), f"{SANDBOX_DIR}/{source.name}"]
     for path in iso.numpy_dirs:
         argv += ["--ro-bind", path, f"{SANDBOX_SITE}/{Path(path).name}"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(limits.tmp_size),
-             "--tmpfs", "/tmp", "--chdir", "/tmp", iso.python, "-S", "-s", "-B"]
+             "--tmpfs", "/dev/shm", "--perms", "1777", "--size", str(limits.tmp_size), "--tmpfs", "/tmp",
+             "--chdir", "/tmp", iso.python, "-S", "-s", "-B"]
     return argv
 
 
@@ -195,11 +243,12 @@ def unshare_prefix(is_root: bool) -> list[str]:
     return ["unshare", *user, "--net", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--ipc", "--uts"]
 
 
-def child_argv(iso: Isolation, limits: Limits, slot: int) -> list[str]:
-    """The full command line of one sandboxed child for worker ``slot``."""
+def child_argv(iso: Isolation, limits: Limits, slot: int, zygote: bool = False) -> list[str]:
+    """The full command line of one sandboxed child (or, with ``zygote``, the zygote) for worker ``slot``."""
     uid = iso.uid_base + slot if iso.uid_dropped else -1
     if iso.backend == "bwrap":
-        head, runner, site = bwrap_argv(iso, limits, slot), SANDBOX_RUNNER, SANDBOX_SITE if iso.numpy_dirs else ""
+        head, runner = bwrap_argv(iso, limits, slot, zygote), SANDBOX_RUNNER
+        site = SANDBOX_SITE if iso.numpy_dirs else ""
     else:
         prefix = unshare_prefix(os.geteuid() == 0) if iso.backend == "unshare" else []
         head, runner = [*prefix, iso.host_python or iso.python, "-S", "-s", "-B"], str(RUNNER)

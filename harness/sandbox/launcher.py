@@ -1,9 +1,13 @@
-"""Start one sandboxed child, feed it its job, stream its result records, and enforce the deadline.
+"""Moving one job's bytes under the parent's clock: payload in, result lines and capped stderr out.
 
-The parent owns the clock: the wall-clock deadline is enforced here by killing the child's whole process
-group (bwrap's pid namespace then takes every descendant with it), never by trusting an alarm inside the
-child. stdout (the result channel) and stderr are read through pipes with byte caps: beyond a cap the
-bytes are drained and discarded and a flag is set, so a flood costs the parent no memory.
+The parent owns every deadline (:class:`Clock`): the whole job, and optionally each step of it (loading
+the program, then each test), measured from the arrival of the previous record. A missed deadline ends
+the job from outside (the caller kills the process tree); nothing depends on an alarm inside the child.
+stdout (the result channel) and stderr are read through pipes with byte caps: beyond a cap the bytes are
+drained and discarded and a flag is set, so a flood costs the parent no memory. The record splitter is
+linear in the bytes received, whatever their shape (one huge line, or millions of tiny ones).
+:func:`run_child` runs one job in a fresh process (a one-job sandbox); ``warm.py`` runs jobs through a
+slot's zygote with the same :class:`Pump`.
 """
 
 from __future__ import annotations
@@ -14,11 +18,20 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .isolation import PYTHON_ENV
 
 CHUNK = 1 << 16
+STEP_SLACK_S = 1.0  # per step, on top of the child's own limit: pipe latency and a loaded machine
+END_S = 1.0  # after its last test: the end records and the exit, which run no candidate code
+ENCODE_RATE = 256 << 10  # bytes/s of a record: the child's encoding and sending on a heavily loaded machine
+
+
+def step_limit(limit_s: float, record_bytes: int) -> float:
+    """The parent's deadline for one test: the child's own limit for the call, plus the time to encode
+    and ship an answer of ``record_bytes`` (the expected output's size), which the child's alarm excludes."""
+    return limit_s + record_bytes / ENCODE_RATE
 
 
 @dataclasses.dataclass
@@ -34,12 +47,39 @@ class ChildResult:
     wall_s: float
 
 
-class _LineStream:
-    """Splits the result channel into lines, within a byte budget."""
+class Clock:
+    """Deadlines of one job: ``total_s`` for all of it; ``steps[k]`` seconds for step k (step 0 from the start,
+    step k from the k-th record), each plus :data:`STEP_SLACK_S`; after the listed steps, :data:`END_S` for
+    the job to end (its last records and its exit), however many records it sends. Without steps only the
+    total applies."""
+
+    def __init__(self, total_s: float, steps: Sequence[float] = ()):
+        self.total_s, self.steps = total_s, list(steps) + ([END_S] if steps else [])
+        self.restart()
+
+    def restart(self) -> None:
+        """Start counting now (the job is about to begin)."""
+        self.start = time.monotonic()
+        self.end = self.start + self.total_s
+        self.step = 0
+        self.step_end = self.start + self.steps[0] + STEP_SLACK_S if self.steps else float("inf")
+
+    def advance(self) -> None:
+        """A record arrived: the next step starts. Past the list the last deadline stands."""
+        self.step += 1
+        if self.step < len(self.steps):
+            self.step_end = time.monotonic() + self.steps[self.step] + STEP_SLACK_S
+
+    def remaining(self) -> float:
+        return min(self.end, self.step_end) - time.monotonic()
+
+
+class LineStream:
+    """Splits the result channel into lines within a byte budget; every byte is scanned once."""
 
     def __init__(self, cap: int, on_line: Callable[[bytes], bool]):
         self.cap, self.on_line = cap, on_line
-        self.buffer, self.total, self.truncated, self.stop = bytearray(), 0, False, False
+        self.buffer, self.scanned, self.total, self.truncated, self.stop = bytearray(), 0, 0, False, False
 
     def feed(self, data: bytes) -> None:
         self.total += len(data)
@@ -47,68 +87,122 @@ class _LineStream:
             return
         if self.total > self.cap:
             self.truncated = True
+            self.buffer = bytearray()
             return
         self.buffer += data
-        while not self.stop and (cut := self.buffer.find(b"\n")) >= 0:
-            line = bytes(self.buffer[:cut])
-            del self.buffer[: cut + 1]
+        start = 0
+        while not self.stop:
+            cut = self.buffer.find(b"\n", self.scanned)
+            if cut < 0:
+                self.scanned = len(self.buffer)
+                break
+            line = bytes(self.buffer[start:cut])
+            start = self.scanned = cut + 1
             self.stop = not self.on_line(line)
+        if start:
+            del self.buffer[:start]
+            self.scanned -= start
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+class Pump:
+    """One job's pipes: ``payload`` is written to ``stdin_fd`` (owned by the pump, closed once written, so the
+    job sees EOF) while the result lines and stderr are read (fds owned by the caller). :meth:`run` returns
+    "ended", "timeout", "stopped" or "truncated"."""
+
+    def __init__(self, payload: bytes, stdin_fd: int, stdout_fd: int, stderr_fd: int, stdout_cap: int,
+                 stderr_cap: int, on_line: Callable[[bytes], bool]):
+        self.pending, self.stdin_fd = memoryview(payload), stdin_fd
+        self.lines = LineStream(stdout_cap, on_line)
+        self.stderr, self.stderr_total, self.stderr_cap = bytearray(), 0, stderr_cap
+        self.open = {stdout_fd: self.lines.feed, stderr_fd: self._stderr}
+        for fd in (stdin_fd, stdout_fd, stderr_fd):
+            os.set_blocking(fd, False)
+        if not self.pending:
+            self.close_stdin()
+
+    def close_stdin(self) -> None:
+        self.pending = memoryview(b"")
+        if self.stdin_fd >= 0:
+            os.close(self.stdin_fd)
+            self.stdin_fd = -1
+
+    def _stderr(self, data: bytes) -> None:
+        self.stderr_total += len(data)
+        self.stderr += data[: max(0, self.stderr_cap - len(self.stderr))]
+
+    def run(self, clock: Clock, finished: Callable[[], bool], extra: tuple[int, Callable[[], None]] | None = None) -> str:
+        """Until both output pipes are at EOF and ``finished()``; ``extra`` = (fd, handler) is also watched."""
+        sel = selectors.DefaultSelector()
+        try:
+            if self.pending:
+                sel.register(self.stdin_fd, selectors.EVENT_WRITE)
+            for fd in self.open:
+                sel.register(fd, selectors.EVENT_READ)
+            if extra is not None:
+                sel.register(extra[0], selectors.EVENT_READ)
+            while self.open or not finished():
+                remaining = clock.remaining()
+                if remaining <= 0:
+                    return "timeout"
+                # with both pipes at EOF only the exit (or the zygote's end report) is awaited: poll it briefly
+                for key, _ in sel.select(timeout=min(remaining, 0.005 if not self.open else 0.5)):
+                    self._ready(sel, key.fd, extra)
+                if self.lines.truncated:
+                    return "truncated"
+                if self.lines.stop:
+                    return "stopped"
+            return "ended"
+        finally:
+            sel.close()
+            if self.pending:  # not all written: the job is being ended anyway
+                self.close_stdin()
+
+    def _ready(self, sel: selectors.BaseSelector, fd: int, extra) -> None:
+        if fd == self.stdin_fd:
+            try:
+                self.pending = self.pending[os.write(fd, self.pending[:CHUNK]):]
+            except (BrokenPipeError, BlockingIOError, OSError):
+                self.pending = self.pending[:0]
+            if not self.pending:
+                sel.unregister(fd)
+                self.close_stdin()
+            return
+        if extra is not None and fd == extra[0]:
+            extra[1]()
+            return
+        try:
+            data = os.read(fd, CHUNK)
+        except BlockingIOError:
+            return
+        if data:
+            self.open[fd](data)
+        else:
+            sel.unregister(fd)
+            del self.open[fd]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def run_child(argv: list[str], job: bytes, deadline_s: float, on_line: Callable[[bytes], bool],
+def run_child(argv: list[str], payload: bytes, clock: Clock, on_line: Callable[[bytes], bool],
               stdout_cap: int, stderr_cap: int, cwd: str | None = None) -> ChildResult:
-    """Run ``argv`` with ``job`` on stdin; ``on_line`` gets each result line and returns False to stop."""
-    start = time.monotonic()
+    """Run ``argv`` (a fresh process tree for one job) with ``payload`` on stdin."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, close_fds=True, env=dict(PYTHON_ENV), cwd=cwd)
-    lines = _LineStream(stdout_cap, on_line)
-    stderr, stderr_total = bytearray(), 0
-    sel = selectors.DefaultSelector()
-    os.set_blocking(proc.stdin.fileno(), False)
-    sel.register(proc.stdin, selectors.EVENT_WRITE)
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    sel.register(proc.stderr, selectors.EVENT_READ)
-    pending, timed_out = memoryview(job), False
+    stdin_fd = os.dup(proc.stdin.fileno())
+    proc.stdin.close()
+    pump = Pump(payload, stdin_fd, proc.stdout.fileno(), proc.stderr.fileno(), stdout_cap, stderr_cap, on_line)
     try:
-        while sel.get_map():
-            remaining = start + deadline_s - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(timeout=min(remaining, 0.5)):
-                if key.fileobj is proc.stdin:
-                    try:
-                        pending = pending[os.write(proc.stdin.fileno(), pending[:CHUNK]):]
-                    except (BrokenPipeError, OSError):
-                        pending = pending[:0]
-                    if not pending:
-                        sel.unregister(proc.stdin)
-                        proc.stdin.close()
-                    continue
-                data = os.read(key.fileobj.fileno(), CHUNK)
-                if not data:
-                    sel.unregister(key.fileobj)
-                elif key.fileobj is proc.stdout:
-                    lines.feed(data)
-                else:
-                    stderr_total += len(data)
-                    if len(stderr) < stderr_cap:
-                        stderr += data[: stderr_cap - len(stderr)]
-            if lines.stop or lines.truncated:
-                break
+        reason = pump.run(clock, lambda: proc.poll() is not None)
     finally:
-        _kill_group(proc)  # the child is done or must go; either way nothing of it may survive
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream and not stream.closed:
-                stream.close()
-        sel.close()
+        kill_group(proc)  # the child is done or must go; either way nothing of it may survive
+        pump.close_stdin()
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
         returncode = proc.wait()
-    return ChildResult(returncode, timed_out, lines.stop, lines.truncated, stderr_total > stderr_cap,
-                       bytes(stderr), time.monotonic() - start)
+    return ChildResult(returncode, reason == "timeout", reason == "stopped", pump.lines.truncated,
+                       pump.stderr_total > stderr_cap, bytes(pump.stderr), time.monotonic() - clock.start)

@@ -1,27 +1,38 @@
 """Test plans: the trusted (inputs, expected outputs, oracle) lists for one task, and how they are built.
 
-A plan is computed once per task from trusted material only (the dataset's tests and reference solution,
-run in the same sandbox as candidates) and cached on disk by a hash of the data row, so the expected
-outputs never depend on a candidate. It also keeps the reference's time per input, from which each
-test's time limit is scaled (as EvalPlus does), and whether the reference passed its own tests.
+A plan is computed once per task from trusted material only (the dataset's tests and reference solution),
+in the verifier's *trusted* pool, whose sandboxes never run a candidate's code (``Sandbox.trusted_twin``).
+Every record of a reference run is validated before use (types, test-site indices, counts): a malformed
+one makes the plan unusable, never crashes the parent. Plans are cached on disk under a key made of the
+data row, the reference's hash, the verifier version and a hash of the code that builds plans; each file
+names its key and a sha256 of its content, both checked on read (a mismatch rebuilds the plan). The
+cache lives under the run's cache directory by default (``DARE_CACHE_DIR``), in a directory only the
+harness user can read. A plan also keeps the reference's time per input, from which each test's time
+limit is scaled (as EvalPlus does), and whether the reference passed its own tests.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from .assert_tests import rewrite
+from .codec import CodecError, decode
 from .pool import Sandbox
 
 log = logging.getLogger(__name__)
-PLAN_VERSION = "1"
+PLAN_VERSION = "2"
+CACHE_FORMAT = "dare-code-plan/1"
+MAX_PLAN_RECORDS = 200_000  # calls recorded from one task's tests; far above any benchmark's
+PLAN_CODE = ("plans.py", "assert_tests.py", "datasets.py", "codec.py", "child_runner.py")
 REFERENCE_LIMIT_S = 20.0  # per reference call while building a plan
 REFERENCE_TOTAL_S = 300.0
 
@@ -43,26 +54,105 @@ class TestPlan:
     setup: str = ""
     golden: dict = dataclasses.field(default_factory=lambda: {"passed": True, "reason": None})
 
+    @functools.cached_property
+    def expected_bytes(self) -> list[int]:
+        """Size of each expected output on the wire: a correct answer's record is about as large."""
+        return [0 if e is None else len(json.dumps(e, separators=(",", ":"))) for e in self.expected]
+
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> TestPlan:
-        return cls(**data)
+        if type(data) is not dict or set(data) - {f.name for f in dataclasses.fields(cls)}:
+            raise PlanError("not a test plan object")
+        return validate_plan(cls(**data))
+
+
+class PlanError(ValueError):
+    """A reference record or a cached plan is malformed."""
+
+
+def _wire(value: Any, what: str) -> Any:
+    try:
+        decode(value)
+    except (CodecError, RecursionError, TypeError, ValueError) as exc:
+        raise PlanError(f"{what}: {str(exc)[:120]}") from None
+    return value
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float) and math.isfinite(value) and value >= 0 else None
+
+
+def validate_plan(plan: TestPlan) -> TestPlan:
+    """Types and counts of every field (each wire value decodes); raises PlanError."""
+    n = len(plan.calls) if type(plan.calls) is list else -1
+    if type(plan.entry_point) is not str or not plan.entry_point.isidentifier():
+        raise PlanError("entry point is not an identifier")
+    if n < 0 or any(type(x) is not list or len(x) != n for x in (plan.expected, plan.oracles, plan.ref_times)):
+        raise PlanError("calls, expected, oracles and ref_times differ in length")
+    for call in plan.calls:
+        if not (type(call) is dict and set(call) == {"expr"} and type(call["expr"]) is str):
+            _wire(call, "test input")
+    for value in plan.expected:
+        if value is not None:
+            _wire(value, "expected output")
+    if any(type(o) is not str or len(o) > 64 for o in plan.oracles):
+        raise PlanError("oracle names must be short strings")
+    if any(t is not None and _seconds(t) is None for t in plan.ref_times):
+        raise PlanError("reference times must be finite non-negative numbers")
+    if type(plan.atol) not in (int, float) or _seconds(plan.atol) is None or type(plan.setup) is not str:
+        raise PlanError("atol or setup has the wrong type")
+    judge = plan.judge
+    if judge is not None and not (type(judge) is dict and set(judge) == {"program", "test"}
+                                  and all(type(v) is str for v in judge.values())):
+        raise PlanError("judge must be {program, test} strings")
+    if type(plan.golden) is not dict or type(plan.golden.get("passed")) is not bool:
+        raise PlanError("golden must say whether the reference passed")
+    return plan
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("DARE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "dare")
+    """``$DARE_CACHE_DIR/code-plans``, else a directory private to this user under the system temp dir."""
+    root = os.environ.get("DARE_CACHE_DIR")
+    if not root:
+        import stat
+        import tempfile
+        root = os.path.join(tempfile.gettempdir(), f"dare-{os.geteuid()}")
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+        if info.st_uid != os.geteuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077:
+            root = tempfile.mkdtemp(prefix="dare-")  # someone else's or a shared directory: never trust it
     return Path(root) / "code-plans"
 
 
+@functools.cache
+def trusted_code_hash() -> str:
+    """Hash of the code that builds plans: a change to it is a new plan version."""
+    digest = hashlib.sha256()
+    for name in PLAN_CODE:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def plan_key(dataset: str, row: dict) -> str:
-    text = json.dumps([PLAN_VERSION, dataset, sys.version_info[:2], row], sort_keys=True, ensure_ascii=False)
+    """Data row, reference hash, verifier version (in ``dataset``), plan code and Python version."""
+    meta = row.get("metadata") or {}
+    reference = json.dumps([row.get("reference"), meta.get("canonical_solution")], ensure_ascii=False)
+    text = json.dumps([PLAN_VERSION, trusted_code_hash(), dataset, sys.version_info[:2],
+                       hashlib.sha256(reference.encode("utf-8")).hexdigest(), row], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _digest(plan_json: dict) -> str:
+    text = json.dumps(plan_json, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 class PlanCache:
-    """One JSON file per plan under a directory only the harness user can read (children run as other uids)."""
+    """One JSON file per plan (``{format, key, sha256, plan}``) under a directory only the harness user can
+    read and write (children run as other uids and never see it)."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -70,15 +160,56 @@ class PlanCache:
     def get(self, key: str) -> TestPlan | None:
         path = self.root / f"{key}.json"
         try:
-            return TestPlan.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("plan cache %s unreadable (%s): rebuilding it", path, exc)
+            return None
+        try:
+            if type(data) is not dict or data.get("format") != CACHE_FORMAT or data.get("key") != key:
+                raise PlanError("not the plan of this key")
+            if data.get("sha256") != _digest(data.get("plan")):
+                raise PlanError("content does not match its checksum")
+            return TestPlan.from_json(data["plan"])
+        except (PlanError, TypeError) as exc:
+            log.warning("plan cache %s rejected (%s): rebuilding it", path, exc)
             return None
 
     def put(self, key: str, plan: TestPlan) -> None:
+        plan_json = validate_plan(plan).to_json()
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.root / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(plan.to_json(), separators=(",", ":")))
+        os.chmod(self.root, 0o700)
+        tmp = self.root / f".{key}.{os.getpid()}.{id(plan)}.tmp"
+        record = {"format": CACHE_FORMAT, "key": key, "sha256": _digest(plan_json), "plan": plan_json}
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as stream:
+            stream.write(json.dumps(record, separators=(",", ":")))
         os.replace(tmp, self.root / f"{key}.json")
+
+
+def _call_record(record: dict, n: int) -> int:
+    """Index of a well-formed ``{"i", "ok" | "err" | "timeout", "t"}`` record; raises PlanError."""
+    index = record.get("i")
+    if type(index) is not int or not 0 <= index < n:
+        raise PlanError(f"input index {str(index)[:20]} out of range")
+    if "ok" in record:
+        _wire(record["ok"], f"output of input {index}")
+    elif not (type(record.get("err")) is str or record.get("timeout") is True):
+        raise PlanError(f"record of input {index} has no output")
+    return index
+
+
+def _site_record(record: dict, n: int) -> int:
+    """Site of a well-formed ``{"site", "args", "ok" | "err", "t"}`` record; raises PlanError."""
+    site = record.get("site")
+    if type(site) is not int or not 0 <= site < n:
+        raise PlanError(f"test site {str(site)[:20]} out of range")
+    _wire(record.get("args"), f"arguments at site {site}")
+    if "ok" in record:
+        _wire(record["ok"], f"output at site {site}")
+    elif type(record.get("err")) is not str:
+        raise PlanError(f"record at site {site} has no output")
+    return site
 
 
 def reference_calls(sandbox: Sandbox, program: str, entry_point: str, calls: list) -> tuple[list, str | None]:
@@ -90,9 +221,17 @@ def reference_calls(sandbox: Sandbox, program: str, entry_point: str, calls: lis
     problem = outcome.protocol_error
     for record in outcome.records:
         if "load_error" in record:
-            problem = f"reference failed to load: {record['load_error']}: {record.get('msg', '')}"
-        elif type(record.get("i")) is int and 0 <= record["i"] < len(calls):
-            by_index[record["i"]] = record
+            problem = f"reference failed to load: {str(record['load_error'])[:80]}: {str(record.get('msg', ''))[:300]}"
+        elif "i" in record:
+            try:
+                index = _call_record(record, len(calls))
+            except PlanError as exc:
+                return [None] * len(calls), f"malformed reference record: {exc}"
+            if by_index[index] is not None:
+                return [None] * len(calls), f"malformed reference record: input {index} answered twice"
+            by_index[index] = record
+        elif not (record.get("ready") is True or "done" in record):
+            return [None] * len(calls), "malformed reference record: unknown kind"
     late = next((k for k, r in enumerate(by_index) if r is None or "timeout" in r), None)
     if problem is None and late is not None:
         timed_out = outcome.child.timed_out or (by_index[late] is not None)
@@ -113,7 +252,7 @@ def plan_from_calls(sandbox: Sandbox, program: str, entry_point: str, calls: lis
             kept.append(call)
             expected.append(record["ok"])
             kept_oracles.append(oracle)
-            times.append(record.get("t"))
+            times.append(_seconds(record.get("t")))
         elif record is not None and "err" in record:
             dropped[record["err"]] = dropped.get(record["err"], 0) + 1
     if not kept and problem is None:
@@ -123,7 +262,7 @@ def plan_from_calls(sandbox: Sandbox, program: str, entry_point: str, calls: lis
         golden["dropped_inputs"] = dropped
     if problem is not None:  # keep the inputs the reference never reached: the plan stays complete
         return TestPlan(entry_point, calls, [r["ok"] if r and "ok" in r else None for r in records],
-                        oracles, [r.get("t") if r else None for r in records], atol, None, "", golden)
+                        oracles, [_seconds(r.get("t")) if r else None for r in records], atol, None, "", golden)
     return TestPlan(entry_point, kept, expected, kept_oracles, times, atol, None, "", golden)
 
 
@@ -139,15 +278,23 @@ def plan_from_asserts(sandbox: Sandbox, reference_program: str, entry_point: str
     outcome = sandbox.run_job(job, REFERENCE_TOTAL_S + 10)
     calls, expected, oracles, times = [], [], [], []
     final: dict[str, Any] = {"passed": False, "err": "NoResult", "msg": outcome.protocol_error or "child gave no verdict"}
-    for record in outcome.records:
-        if "site" in record:
-            kind = rewritten.site_kinds[record["site"]]
-            calls.append(record["args"])
-            expected.append(record.get("ok"))
-            oracles.append("raises" if "err" in record else kind)
-            times.append(record.get("t"))
-        elif "passed" in record:
-            final = record
+    try:
+        if len(outcome.records) > MAX_PLAN_RECORDS:
+            raise PlanError(f"more than {MAX_PLAN_RECORDS} records")
+        for record in outcome.records:
+            if "site" in record:
+                kind = rewritten.site_kinds[_site_record(record, len(rewritten.site_kinds))]
+                calls.append(record["args"])
+                expected.append(record.get("ok"))
+                oracles.append("raises" if "err" in record else kind)
+                times.append(_seconds(record.get("t")))
+            elif type(record.get("passed")) is bool:
+                final = record
+            else:
+                raise PlanError("unknown kind")
+    except PlanError as exc:
+        return TestPlan(entry_point, [], [], [], [], 0.0, None, "",
+                        {"passed": False, "reason": f"malformed reference record: {exc}"})
     reason = None if final.get("passed") else f"reference fails its tests: {final.get('err')}: {final.get('msg', '')}"
     setup = ""
     if any('{"x":' in json.dumps(c) for c in calls):  # inputs are objects: rebuild them in the child from source

@@ -4,6 +4,12 @@ Two shapes are handled: a bare body that continues the prompt (base models, DARE
 and a whole program, usually inside a markdown code block (chat models). MBPP completions continue
 DARE's ``[BEGIN]`` turn and may end with ``[DONE]`` and wrap the code in quotes, like the few-shot
 examples. Trailing prose after the code is cut at the longest prefix that parses.
+
+Completion text is hostile input to this trusted process, so every step is bounded: fences are found in
+one linear pass (no backtracking regex), Python's parser runs only on programs up to :data:`PARSE_LIMIT`
+characters (it needs some hundred bytes of memory per character) and within a total budget while
+trimming, and every parser failure (MemoryError and RecursionError included) just means "does not
+parse". A longer program is sent as it is: the sandboxed child compiles it under its own limits.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ import ast
 import re
 import warnings
 
-FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+FENCE_LANG = re.compile(r"[ \t]*+([A-Za-z0-9_+-]*+)")
 MAX_TRIM_LINES = 200
+PARSE_LIMIT = 64 << 10  # characters; the parser's memory peaks near 400 bytes per character
+TRIM_BUDGET = 1 << 20  # characters parsed in total while looking for the longest parsable prefix
 
 
 def _parses(source: str) -> bool:
@@ -21,30 +29,50 @@ def _parses(source: str) -> bool:
         warnings.simplefilter("ignore")
         try:
             ast.parse(source)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
             return False
     return True
 
 
 def fenced_blocks(text: str) -> list[str]:
-    """Contents of the markdown code blocks (python or untagged), in order."""
-    return [body for lang, body in FENCE.findall(text) if lang.lower() in ("", "python", "py", "python3")]
+    """Contents of the markdown code blocks (python or untagged), in order.
+
+    A block opens at a triple backtick whose info string (the rest of its line) starts with the language,
+    and runs to the next triple backtick or the end; each character is scanned a bounded number of times."""
+    blocks, pos = [], 0
+    while (start := text.find("```", pos)) >= 0:
+        newline = text.find("\n", start + 3)
+        if newline < 0:
+            break
+        lang = FENCE_LANG.match(text, start + 3, newline).group(1)
+        end = text.find("```", newline + 1)
+        body = text[newline + 1:] if end < 0 else text[newline + 1:end]
+        if lang.lower() in ("", "python", "py", "python3"):
+            blocks.append(body)
+        if end < 0:
+            break
+        pos = end + 3
+    return blocks
 
 
 def trim_to_parsable(source: str) -> str:
     """The longest prefix (whole lines) of ``source`` that parses; the input itself if none does."""
-    if _parses(source):
+    if len(source) > PARSE_LIMIT or _parses(source):
         return source
     lines = source.splitlines()
+    budget = TRIM_BUDGET
     for cut in range(len(lines) - 1, max(0, len(lines) - MAX_TRIM_LINES) - 1, -1):
         head = "\n".join(lines[:cut])
+        budget -= len(head)
+        if budget < 0:
+            break
         if head.strip() and _parses(head):
             return head + "\n"
     return source
 
 
 def defines(source: str, name: str) -> bool:
-    return re.search(rf"^(?:async\s+)?def\s+{re.escape(name)}\s*\(", source, re.MULTILINE) is not None
+    return re.search(rf"^(?:async\s++)?def\s++{re.escape(name)}\s*+\(", source, re.MULTILINE) is not None
 
 
 def strip_mbpp_markers(text: str) -> str:

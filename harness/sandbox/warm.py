@@ -1,129 +1,138 @@
-"""A warm sandbox per worker slot: one isolated child stays up and forks a fresh process for each job.
+"""The parent's side of a worker slot's zygote: one warm bubblewrap sandbox whose jobs are fresh process trees.
 
-Starting bubblewrap and an interpreter costs more than most HumanEval/MBPP tests take to run, so each
-slot keeps one sandboxed *server* (``child_runner.serve``) that never runs candidate code itself: per job
-it forks, the fork runs the job, then the server kills everything else its uid owns in the sandbox and
-wipes /tmp before reporting the job's end on a private status pipe that no job process holds (the server
-is non-dumpable, so jobs cannot reach its descriptors through /proc). On a deadline, an output flood, a
-dead server, or an early stop (first failing test) not followed by the job's end within a short grace,
-the parent kills the whole sandbox; the next job starts a new one.
+Starting bubblewrap and an interpreter costs more than most HumanEval/MBPP tests take, so each slot keeps
+one sandbox running ``zygote.serve``: a clean process that imported only trusted code and never receives
+a payload. Per job the parent creates three new pipes (payload, results, stderr) and hands the job's ends
+to the zygote over the control socket; the zygote forks them into a new pid/mount/IPC/UTS namespace as
+the slot uid. So a job has its own channel (nothing written by an earlier job can reach it: that job's
+pipes are gone), its own /tmp, /dev/shm and IPC objects, and is killed whole by the kernel when its pid 1
+ends. The job's end is the zygote's ``end`` report plus EOF on both pipes (no writer is left).
+
+The slot sandbox is retired (killed whole, restarted on the next job) after a missed deadline, an output
+flood, a job the zygote did not kill within :data:`STOP_GRACE_S`, any control-protocol surprise, and
+whenever the caller reports a protocol violation (:meth:`Zygote.stop`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import selectors
+import socket
 import subprocess
 import time
-from collections.abc import Callable
 
+from ..errors import SandboxError
 from .isolation import PYTHON_ENV
-from .launcher import CHUNK, ChildResult, _kill_group, _LineStream
+from .launcher import ChildResult, Clock, Pump, kill_group
 
-STOP_GRACE_S = 0.2
+log = logging.getLogger(__name__)
+STOP_GRACE_S = 1.0
+START_TIMEOUT_S = 60.0
 
 
-class WarmServer:
-    """One persistent sandboxed server. Not thread-safe: a slot uses it for one job at a time."""
+class Zygote:
+    """One slot's zygote sandbox. Not thread-safe: a slot runs one job at a time."""
 
-    def __init__(self, argv: list[str], stdout_cap: int, stderr_cap: int):
-        self.argv, self.stdout_cap, self.stderr_cap = argv, stdout_cap, stderr_cap
+    def __init__(self, argv: list[str], tmp_size: int, stdout_cap: int, stderr_cap: int):
+        self.argv, self.tmp_size, self.stdout_cap, self.stderr_cap = argv, tmp_size, stdout_cap, stderr_cap
         self.proc: subprocess.Popen | None = None
-        self.jobs = 0
+        self.ctl: socket.socket | None = None
+        self.report: dict | None = None
+        self.jobs = self.starts = 0
 
-    def _start(self) -> None:
-        status_read, status_write = os.pipe()
-        self.proc = subprocess.Popen([*self.argv, "serve", str(status_write)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(status_write,),
-                                     start_new_session=True, env=dict(PYTHON_ENV))
-        os.close(status_write)
-        self.status = os.fdopen(status_read, "rb", buffering=0)
-        for stream in (self.proc.stdout, self.proc.stderr, self.status):
-            os.set_blocking(stream.fileno(), False)
+    def start(self) -> dict:
+        """Start the sandbox; returns the zygote's self-test report (the confinement a job gets)."""
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen([*self.argv, "zygote", str(child.fileno()), str(self.tmp_size)],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     pass_fds=(child.fileno(),), start_new_session=True, env=dict(PYTHON_ENV))
+        child.close()
+        self.ctl, self.starts = parent, self.starts + 1
+        parent.settimeout(START_TIMEOUT_S)
+        try:
+            message = parent.recv(1 << 16)
+        except OSError:
+            message = b""
+        parent.settimeout(None)
+        if not message.startswith(b"ready "):
+            kill_group(self.proc)
+            self.proc.wait()
+            detail = self._stderr()
+            self.stop()
+            raise SandboxError("the sandbox zygote did not start: " + detail)
+        self.report = json.loads(message[6:])
+        return self.report
+
+    def _stderr(self) -> str:
+        try:
+            return (self.proc.stderr.read(2000) if self.proc and self.proc.stderr else b"").decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
 
     def stop(self) -> None:
+        """Retire the sandbox: bwrap dies, its pid namespace (zygote and any job) goes with it."""
         if self.proc is not None:
-            _kill_group(self.proc)
-            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr, self.status):
-                if not stream.closed:
-                    stream.close()
+            kill_group(self.proc)
             self.proc.wait()
+            if self.proc.stderr:
+                self.proc.stderr.close()
             self.proc = None
+        if self.ctl is not None:
+            self.ctl.close()
+            self.ctl = None
 
-    def run(self, job: dict, deadline_s: float, on_line: Callable[[bytes], bool]) -> ChildResult:
+    def ensure_started(self) -> None:
+        """Start (or restart) the sandbox before a job's clock starts: its start-up is never the job's time."""
         if self.proc is None or self.proc.poll() is not None:
             self.stop()
-            self._start()
+            self.start()
+
+    def run(self, payload: bytes, clock: Clock, on_line) -> ChildResult:
+        """Run one job; retires the sandbox itself whenever the job did not end cleanly."""
+        self.ensure_started()
         self.jobs += 1
-        job_id = self.jobs
-        start = time.monotonic()
-        lines = _LineStream(self.stdout_cap, on_line)
-        stderr, stderr_total, ended, status = bytearray(), 0, False, None
-        payload = (json.dumps({**job, "id": job_id}, separators=(",", ":"), allow_nan=False) + "\n").encode()
-        sel = selectors.DefaultSelector()
+        job_id = f"{self.starts}.{self.jobs}"
+        payload_r, payload_w = os.pipe()
+        result_r, result_w = os.pipe()
+        err_r, err_w = os.pipe()
+        end: dict = {}
         try:
-            self.proc.stdin.write(payload)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.stop()
-            return ChildResult(None, False, False, False, False, b"warm server died", time.monotonic() - start)
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        sel.register(self.proc.stderr, selectors.EVENT_READ)
-        sel.register(self.status, selectors.EVENT_READ)
-        timed_out = dead = False
-        grace_end = None  # after an early stop, a short wait for the job to end keeps the server warm
-        try:
-            while not ended:
-                limit = start + deadline_s if grace_end is None else min(start + deadline_s, grace_end)
-                remaining = limit - time.monotonic()
-                if remaining <= 0:
-                    timed_out = grace_end is None
-                    break
-                for key, _ in sel.select(timeout=min(remaining, 0.5)):
-                    data = _read(key.fileobj)
-                    if data is None:
-                        continue
-                    if data == b"":
-                        dead = True
-                    elif key.fileobj is self.status:
-                        status, ended = _end_status(data, job_id)
-                    elif key.fileobj is self.proc.stdout:
-                        lines.feed(data)
-                    else:
-                        stderr_total += len(data)
-                        stderr += data[: max(0, self.stderr_cap - len(stderr))]
-                if dead or lines.truncated:
-                    break
-                if lines.stop and grace_end is None:
-                    grace_end = time.monotonic() + STOP_GRACE_S
-            if ended:  # every writer of this job is gone: what it wrote is already in the pipe
-                while (data := _read(self.proc.stdout)) and not (lines.stop or lines.truncated):
-                    lines.feed(data)
+            socket.send_fds(self.ctl, [f"run {job_id}".encode()], [payload_r, result_w, err_w])
+        except OSError:
+            end["dead"] = True
         finally:
-            sel.close()
-        if not ended or lines.truncated or status is None:
-            self.stop()  # the job is still running or the server is suspect: never reuse it
-        return ChildResult(status, timed_out, lines.stop, lines.truncated, stderr_total > self.stderr_cap,
-                           bytes(stderr), time.monotonic() - start)
+            for fd in (payload_r, result_w, err_w):
+                os.close(fd)  # only the job holds them now: EOF on ours means every writer is gone
 
+        def on_ctl() -> None:
+            try:
+                words = self.ctl.recv(256).decode().split()
+            except (OSError, UnicodeDecodeError):
+                words = []
+            if len(words) == 3 and words[0] == "end" and words[1] == job_id and words[2].lstrip("-").isdigit():
+                end["status"] = int(words[2])
+            else:
+                end["dead"] = True
 
-def _read(stream) -> bytes | None:
-    try:
-        return os.read(stream.fileno(), CHUNK)
-    except BlockingIOError:
-        return None
-
-
-def _end_status(data: bytes | None, job_id: int) -> tuple[int | None, bool]:
-    if not data:
-        return None, False
-    try:
-        record = json.loads(data.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return None, True
-    if record.get("end") != job_id:
-        return None, True
-    code = record.get("status")
-    # os.waitpid status -> Popen-style return code (negative signal number when killed)
-    return (-(code & 0x7F) if code & 0x7F else code >> 8) if isinstance(code, int) else None, True
+        pump = Pump(payload, payload_w, result_r, err_r, self.stdout_cap, self.stderr_cap, on_line)
+        reason = "ended" if end else pump.run(clock, lambda: bool(end), (self.ctl.fileno(), on_ctl))
+        try:
+            if reason == "stopped" and not end:
+                self.ctl.send(f"kill {job_id}".encode())
+                grace = Clock(STOP_GRACE_S)
+                reason = "stopped" if pump.run(grace, lambda: bool(end), (self.ctl.fileno(), on_ctl)) == "ended" else "lost"
+        except OSError:
+            reason = "lost"
+        finally:
+            pump.close_stdin()
+            os.close(result_r)
+            os.close(err_r)
+        if reason not in ("ended", "stopped") or "status" not in end:
+            self.stop()  # the job may still be running, or the zygote is suspect: never reuse this sandbox
+        status = end.get("status")
+        returncode = None if status is None else (-(status & 0x7F) if status & 0x7F else status >> 8)
+        if reason == "timeout":
+            returncode = -9
+        return ChildResult(returncode, reason == "timeout", reason == "stopped", pump.lines.truncated,
+                           pump.stderr_total > self.stderr_cap, bytes(pump.stderr), time.monotonic() - clock.start)

@@ -10,6 +10,7 @@ the RL reward.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..options import Options, parse_options
@@ -41,6 +42,9 @@ class Verifier:
         """The RL reward of ``verdict`` under the task's published reward rule (d1's and DARE's); the evaluation
         keeps reporting ``score``. Default: the score itself."""
         return verdict.score
+
+    def use_cache_dir(self, root: Path) -> None:
+        """Where the run keeps derived data (its cache directory); verifiers that cache may use it."""
 
     def describe(self) -> dict[str, Any]:
         """Facts recorded in the run record (e.g. sandbox isolation layers)."""

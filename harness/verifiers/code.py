@@ -5,6 +5,12 @@ its outputs as plain data; this parent compares them with expected outputs taken
 plan (``dare.harness.sandbox.plans``), so nothing the candidate does inside can reach the verdict.
 Tests whose asserts are not plain comparisons are re-run in a separate judge process that replays the
 candidate's outputs: no assert ever runs in the candidate's interpreter.
+
+Status taxonomy: whatever the candidate can cause (text that cannot be built into a program, output that
+does not decode, a comparison that raises, a crash, a timeout) is ``scored`` and failed, with the reason in
+``details``; ``error`` is kept for failures on our side (no test plan, the sandbox could not start), so a
+wrong program can never remove itself from the metrics. Every string of a verdict is made writable as
+UTF-8 (lone surrogates replaced), so no sample's content can break the run's output files.
 """
 
 from __future__ import annotations
@@ -17,17 +23,20 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..records import Sample, Verdict
+from ..errors import SandboxError
 from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
+from ..sandbox.launcher import step_limit
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
-from ..sandbox.verdicts import Outcome, judge_outputs, outcome_from_run
+from ..sandbox.verdicts import Outcome, clean_text, judge_outputs, outcome_from_run
 from .base import Verifier
 from .code_options import CodeOptions
 
 log = logging.getLogger(__name__)
+MAX_COMPLETION_CHARS = 4 << 20  # far beyond any generation budget; larger text is failed unread
 
 
 class CodeVerifier(Verifier):
@@ -38,7 +47,7 @@ class CodeVerifier(Verifier):
     (start a new bwrap sandbox for every sample instead of forking from a warm one: slower, stricter)."""
 
     name = "code"
-    version = "1"
+    version = "2"  # wire format v2 (big ints, numpy values, hash-free sets) and EvalPlus's own oracles
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
@@ -52,9 +61,11 @@ class CodeVerifier(Verifier):
         self.min_time_limit, self.time_limit_factor = float(min_time_limit), float(time_limit_factor)
         self.sample_time_limit, self.load_time_limit = float(sample_time_limit), float(load_time_limit)
         self.cache = PlanCache(Path(cache_dir) / "code-plans" if cache_dir else default_cache_dir())
+        self._cache_configured = cache_dir is not None
         limits = Limits(address_space=int(memory_mb) << 20)
         self.sandbox = Sandbox(workers, limits, unsafe_local_exec=unsafe_local_exec, uid_base=uid_base,
                                warm=not fresh_sandbox_per_sample)
+        self.trusted = self.sandbox.trusted_twin()  # reference runs for plans: never a candidate's code
         self._plans: dict[str, TestPlan] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -63,7 +74,7 @@ class CodeVerifier(Verifier):
 
     def plan_for(self, sample: Sample) -> TestPlan:
         """The trusted test plan of ``sample`` (memory, then disk cache, then built in the sandbox)."""
-        key = plan_key(self.dataset.name, sample.model_dump(mode="json"))
+        key = plan_key(f"{self.dataset.name}@{self.version}", sample.model_dump(mode="json"))
         with self._guard:
             if key in self._plans:
                 return self._plans[key]
@@ -72,12 +83,17 @@ class CodeVerifier(Verifier):
             if key not in self._plans:
                 plan = self.cache.get(key)
                 if plan is None:
-                    plan = self.dataset.build_plan(sample, self.sandbox)
+                    plan = self.dataset.build_plan(sample, self.trusted)
                     if not plan.golden["passed"]:
                         log.warning("%s %s: %s", self.dataset.name, sample.id, plan.golden["reason"])
                     self.cache.put(key, plan)
                 self._plans[key] = plan
         return self._plans[key]
+
+    def use_cache_dir(self, root: Path) -> None:
+        """Plans live under the run's cache directory unless ``cache_dir`` was given."""
+        if not self._cache_configured:
+            self.cache = PlanCache(Path(root) / "code-plans")
 
     def time_limits(self, plan: TestPlan) -> list[float]:
         return [max(self.min_time_limit, self.time_limit_factor * t if t else 0.0) for t in plan.ref_times]
@@ -85,20 +101,36 @@ class CodeVerifier(Verifier):
     # ------------------------------------------------------------------ verification
 
     def verify(self, sample: Sample, completion: str) -> Verdict:
-        prefix = sample.prompt if self.dataset.continues_prompt else None
-        program = build_program(prefix, completion, sample.metadata["entry_point"], self.dataset.strip_markers)
+        program = self._program(sample, completion)
+        if program is None:
+            return Verdict(answer=None, details={"failure": "unbuildable_program",
+                                                 "error": f"completion of {len(completion)} characters could not be "
+                                                          f"made into a program"})
         try:
             plan = self.plan_for(sample)
             if not plan.calls:
                 raise ValueError(f"task {sample.id} has no usable tests ({plan.golden['reason']})")
             outcome = self._run(plan, program)
-        except (OSError, CodecError, KeyError, ValueError) as exc:  # our side failed: never the model's fault
+        except (OSError, SandboxError, CodecError, KeyError, ValueError) as exc:  # our side failed, not the model
             log.exception("code verifier infrastructure error on %s", sample.id)
-            return Verdict(status="error", answer=program, details={"error": f"{type(exc).__name__}: {exc}"[:300]})
+            return Verdict(status="error", answer=clean_text(program),
+                           details={"error": clean_text(f"{type(exc).__name__}: {exc}"[:300])})
         details = outcome.details()
         if not plan.golden["passed"]:
             details["reference_failed"] = plan.golden["reason"]
-        return Verdict(score=1.0 if outcome.passed else 0.0, passed=outcome.passed, answer=program, details=details)
+        return Verdict(score=1.0 if outcome.passed else 0.0, passed=outcome.passed, answer=clean_text(program),
+                       details=_clean(details))
+
+    def _program(self, sample: Sample, completion: str) -> str | None:
+        """The program to run, or None when the completion cannot be one (never an exception: it is model text)."""
+        if not isinstance(completion, str) or len(completion) > MAX_COMPLETION_CHARS:
+            return None
+        prefix = sample.prompt if self.dataset.continues_prompt else None
+        try:
+            return build_program(prefix, completion, sample.metadata["entry_point"], self.dataset.strip_markers)
+        except Exception:  # bounded text processing of hostile input: whatever fails is the sample's fail
+            log.warning("could not build a program from a completion of %s", sample.id, exc_info=True)
+            return None
 
     def _run(self, plan: TestPlan, program: str) -> Outcome:
         limits = self.time_limits(plan)
@@ -106,15 +138,21 @@ class CodeVerifier(Verifier):
                "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup}
         deadline = job["load_limit"] + min(self.sample_time_limit, sum(limits)) + 3.0
         outcome = Outcome(plan)
-        run = self.sandbox.run_job(job, deadline, outcome.accept)
+        steps = [job["load_limit"], *map(step_limit, limits, plan.expected_bytes)]
+        run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
         outcome_from_run(outcome, run)
         if outcome.passed and plan.judge is not None:
             self._judge(plan, outcome)
         return outcome
 
     def _judge(self, plan: TestPlan, outcome: Outcome) -> None:
-        replay = [{"args": call, **({"ok": encode(out)} if ok else {"err": out})}
-                  for call, (ok, out) in zip(plan.calls, outcome.outputs)]
+        try:
+            replay = [{"args": call, **({"ok": encode(out)} if ok else {"err": out})}
+                      for call, (ok, out) in zip(plan.calls, outcome.outputs)]
+        except CodecError as exc:  # decoded candidate output that cannot be replayed: its own fail
+            outcome.passed = False
+            outcome._fail("bad_output", None, error=str(exc)[:200])
+            return
         job = {"mode": "judge", "program": plan.judge["program"], "entry_point": plan.entry_point,
                "test": plan.judge["test"], "test_limit": 30.0, "seed": 0, "outputs": replay}
         judge_outputs(outcome, self.sandbox.run_job(job, 40.0))
@@ -143,4 +181,16 @@ class CodeVerifier(Verifier):
 
     def close(self) -> None:
         self.sandbox.close()
+        self.trusted.close()
 
+
+
+def _clean(value: Any) -> Any:
+    """``details`` with every string writable as UTF-8."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value

@@ -31,7 +31,7 @@ def run_probe(sandbox: Sandbox) -> dict:
            "load_limit": 5.0}
     outcome = sandbox.run_job(job, 20)
     record = next(r for r in outcome.records if r.get("i") == 0)
-    return decode(record["ok"])
+    return dict(decode(record["ok"]).items())
 
 
 def test_detection_finds_bubblewrap_and_records_it():
