@@ -45,3 +45,55 @@ def test_trained_tiny_models_carry_recipe_and_log(name):
     assert recipe["algorithm"] == "sft" and len(log) == recipe["steps"]
     assert [row["step"] for row in log] == list(range(1, recipe["steps"] + 1))
     assert log[-1]["loss"] < log[0]["loss"] / 5  # it learned (the accuracy is in README and the model YAML)
+
+
+def _attention_entropy(name: str) -> list[float]:
+    """Mean attention entropy (nats) per layer of the shipped model ``name`` over Sudoku prompts followed by
+    their gold canvas (EOS-padded to 32 tokens), all keys visible."""
+    import torch
+
+    from dare.backends.models import layers
+    from dare.trainers.data import train_items
+    from dare.trainers.rollout import Verifiers, supervised_batch
+
+    engine = TorchEngine(EngineContext(model_name=name, model_spec=config.model(name), options={"dtype": "float32"}))
+    batch = supervised_batch(engine, train_items("sudoku")[:16], Verifiers(), True, 32)
+    entropies: list[float] = []
+
+    def recording(q, k, v, mask):
+        keys = k.repeat_interleave(q.shape[1] // k.shape[1], 1)
+        probs = ((q @ keys.transpose(-1, -2)) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf")).softmax(-1)
+        entropies.append(float(-(probs * probs.clamp_min(1e-30).log()).sum(-1).mean()))
+        return layers.sdpa(q, k, v, mask)
+
+    net = engine.model.net
+    for layer in net.layers:
+        layer.attn.kernel = recording
+    tokens = torch.cat([batch.prompt_ids, batch.completion_ids], 1)
+    valid = torch.cat([batch.prompt_mask, torch.ones_like(batch.completion_mask)], 1)
+    with torch.no_grad():
+        net(tokens, (valid.long().cumsum(1) - 1).clamp(min=0),
+            valid[:, None, None, :] | torch.eye(tokens.shape[1], dtype=torch.bool))
+    return entropies
+
+
+@pytest.mark.parametrize("name", sorted(TRAINED))
+def test_trained_tiny_models_attention_has_not_collapsed(name):
+    """Attention-logit growth without QK-norm (LLaDA has none) at too high a learning rate collapses every head
+    onto one key (entropy ~0.1 nats in the tiny-llada trained at lr 2e-3, which then solved 0.4% of Sudoku);
+    trained ones stay above 0.9 nats in every layer (tiny-llada at lr 5e-4: 1.0-4.0, tiny-sdar: 2.4-3.6)."""
+    entropies = _attention_entropy(name)
+    assert len(entropies) == 4 and min(entropies) > 0.5, entropies
+
+
+@pytest.mark.parametrize("name", sorted(TRAINED))
+def test_trained_tiny_models_solve_sudoku(tmp_path, name):
+    """The shipped trained models solve the first 32 Sudoku test puzzles with their default decoding."""
+    import json
+
+    from dare.harness.cli import main
+
+    assert main(["--model", name, "--suite", "sudoku", "--limit", "32", "--out", str(tmp_path), "--no-progress",
+                 "--set", "engine.threads=1"]) == 0
+    (run,) = tmp_path.glob("*/run.json")
+    assert json.loads(run.read_text())["metrics"]["sudoku"]["accuracy"]["value"] >= 0.8
