@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .errors import InputError
-from .records import canonical_json, sha256_text
+from .records import canonical_json, json_text, sha256_text
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class JsonlCache:
         items = list(items)
         if not items:
             return
-        lines = "".join(json.dumps({"key": k, "value": v.model_dump(mode="json")}, ensure_ascii=False) + "\n" for k, v in items)
+        lines = "".join(json_text({"key": k, "value": v.model_dump(mode="json")}) + "\n" for k, v in items)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a+b") as f:

@@ -30,7 +30,21 @@ def canonical_json(obj: Any) -> str:
 
 
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate (replayed completion text can hold one) hashes instead of raising;
+    # every other string hashes exactly as plain UTF-8
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def json_text(obj: Any, **kwargs: Any) -> str:
+    """JSON as readable UTF-8 text, for the files a run writes. A string holding a lone surrogate cannot be
+    UTF-8, so such a document is written ASCII-escaped instead (``\\ud800``): it still encodes, and reads back
+    to the same string."""
+    text = json.dumps(obj, ensure_ascii=False, **kwargs)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(obj, ensure_ascii=True, **kwargs)
+    return text
 
 
 class Record(BaseModel):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DareError, InputError
-from .records import RunRecord
+from .records import RunRecord, json_text
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,8 +133,8 @@ def atomic_write(path: Path, text: str) -> None:
 
 def write_run(run_dir: Path, record: RunRecord, rows: list[dict[str, Any]]) -> None:
     """Write samples first, then run.json: a run.json always has its samples beside it."""
-    atomic_write(run_dir / record.samples_path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    atomic_write(run_dir / "run.json", json.dumps(record.to_json(), indent=2, ensure_ascii=False) + "\n")
+    atomic_write(run_dir / record.samples_path, "".join(json_text(r) + "\n" for r in rows))
+    atomic_write(run_dir / "run.json", json_text(record.to_json(), indent=2) + "\n")
 
 
 def _version(dist: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -125,3 +126,23 @@ def test_cache_survives_a_torn_line(tmp_path):
     assert "a" in cache and "b" not in cache
     cache.extend([("c", Generation(sample_id="s", text="three"))])
     assert {"a", "c"} <= set(k for k in ("a", "b", "c") if k in JsonlCache(path, Generation))
+
+
+def test_a_lone_surrogate_in_replayed_text_is_written_and_read_back(tmp_path):
+    """json.loads turns "\\ud800" into a lone surrogate, which UTF-8 cannot encode: the caches, samples.jsonl
+    and run.json must still be written (escaped), read back to the same text, and a rerun must reuse them."""
+    from tests.harness.helpers import dare_eval, run_record, write_completions
+
+    from dare.harness.records import json_text, sha256_text
+
+    text = "The answer is \ud800 #### 18"
+    assert json.loads(json_text({"c": text})) == {"c": text} and "é" in json_text({"c": "é"})  # readable otherwise
+    assert sha256_text("é") == hashlib.sha256("é".encode()).hexdigest() and len(sha256_text(text)) == 64
+    completions = write_completions(tmp_path / "c.jsonl", [("gsm8k/test/0", text)])
+    args = ("--backend", "replay", "--suite", "gsm8k", "--limit", "1", "--completions", str(completions),
+            "--out", str(tmp_path / "runs"))
+    run_dir, record = run_record(dare_eval(*args))
+    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_bytes().decode("utf-8").splitlines()]
+    assert rows[0]["completion"] == text and rows[0]["status"] == "scored"
+    _, again = run_record(dare_eval(*args))
+    assert again["counts"]["gsm8k"]["cached"] == 1 and again["metrics"] == record["metrics"]
