@@ -43,6 +43,19 @@ def commit_rounds(commit_step: torch.Tensor, positions: torch.Tensor, mask: torc
     return torch.where(mask, rank - first[cell], torch.full_like(rank, -1))
 
 
+def round_sums(token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-(row, round) token-loss sums and token counts. token_loss/mask (B, T) -> two (B*T,) tensors indexed
+    row * T + round (rounds of a row never exceed T); cells without a counted token hold 0."""
+    layout = build_layout(batch)
+    counted = mask & (batch.commit_step >= 0)
+    rounds = commit_rounds(batch.commit_step, layout.positions[:, layout.response], counted, block)
+    b, t = token_loss.shape
+    cell = (torch.arange(b, device=rounds.device)[:, None] * t + rounds.clamp(min=0))[counted]
+    total = token_loss.new_zeros(b * t).index_add(0, cell, token_loss[counted])
+    count = token_loss.new_zeros(b * t).index_add(0, cell, torch.ones_like(token_loss[counted]))
+    return total, count
+
+
 class DiPOConfig(PolicyGradientConfig):
     estimator: str = "block_trajectory"
     advantage: AdvantageKind = "population"
@@ -83,13 +96,7 @@ class DiPO(PolicyGradient):
         """round: sum over (row, round) of the round's token mean, / (B x block size); weight B x block size."""
         if self.config.reduction == "token" or batch.commit_step is None:  # no step map: no rounds
             return masked_mean(token_loss, mask), float(mask.sum())
-        layout = build_layout(batch)
-        counted = mask & (batch.commit_step >= 0)
-        rounds = commit_rounds(batch.commit_step, layout.positions[:, layout.response], counted, self._block)
-        b, t = token_loss.shape
-        cell = (torch.arange(b, device=rounds.device)[:, None] * t + rounds.clamp(min=0))[counted]
-        total = token_loss.new_zeros(b * t).index_add(0, cell, token_loss[counted])
-        count = token_loss.new_zeros(b * t).index_add(0, cell, torch.ones_like(token_loss[counted]))
+        total, count = round_sums(token_loss, batch, mask, self._block)
         per_round = total / count.clamp(min=1)  # token mean of each (row, round); 0 for empty cells
-        weight = float(b * self._block)
+        weight = float(token_loss.shape[0] * self._block)
         return per_round.sum() / weight, weight

@@ -22,8 +22,7 @@ from pydantic import Field
 
 from ..api import Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
-from ..sequences import build_layout
-from .dipo import DiPO, DiPOConfig, commit_rounds
+from .dipo import DiPO, DiPOConfig, round_sums
 from .policy_gradient import AdvantageKind
 
 
@@ -61,11 +60,6 @@ class TraceRL(DiPO):
         """round: each (row, round) sample's token sum / L1, averaged over the samples; weight = their count."""
         if self.config.reduction == "token" or batch.commit_step is None:
             return super().reduce(token_loss, batch, mask)
-        layout = build_layout(batch)
-        counted = mask & (batch.commit_step >= 0)
-        rounds = commit_rounds(batch.commit_step, layout.positions[:, layout.response], counted, self._block)
-        b, t = token_loss.shape
-        cell = (torch.arange(b, device=rounds.device)[:, None] * t + rounds.clamp(min=0))[counted]
-        total = token_loss.new_zeros(b * t).index_add(0, cell, token_loss[counted])
-        samples = float(torch.unique(cell).numel())
-        return total.sum() / (t * max(samples, 1.0)), samples
+        total, count = round_sums(token_loss, batch, mask, self._block)
+        samples = float((count > 0).sum())
+        return total.sum() / (token_loss.shape[1] * max(samples, 1.0)), samples
