@@ -243,7 +243,7 @@ def test_a_replayed_k2_run_shows_pass_at_2_and_a_readable_drill_down(page, tmp_p
     assert counts.locator("tr").nth(1).locator("td").all_inner_texts()[:6] == ["humaneval", "2", "0", "0", "4", "0"]
     isolation = page.locator("section.kv", has=page.locator("h3", has_text="Isolation"))
     layers = isolation.locator("li").all_inner_texts()
-    assert "parent wall-clock deadline kills the process group" in layers
+    assert "parent clocks (job, load, each test) kill from outside" in layers
     run_text = page.locator("#run").inner_text()
     assert '{"' not in run_text and "\\n" not in run_text, "no raw JSON and no literal \\n in the drill-down"
     reference = page.locator("#sample-list article").first.locator(".answer.reference pre").inner_text()

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 from dare.trainers.compare import last_error
 
@@ -58,7 +59,7 @@ def test_a_failed_childs_error_reaches_the_parents_message(tmp_path):
     from dare.trainers.compare import ComparisonRunner
 
     runner = object.__new__(ComparisonRunner)  # only _parallel runs: no start model is trained
-    runner.out = tmp_path / "out"
+    runner.out, runner.comparison = tmp_path / "out", SimpleNamespace(threads=1)
     with pytest.raises(DareError) as err:
         runner._parallel(["a", "b"], 2, str(tmp_path / "no-such-comparison.yaml"))
     text = str(err.value)
