@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dare.harness.data import load_samples
 from dare.harness.sandbox.codec import decode, encode
+from dare.harness.sandbox.plain import to_python
 from dare.harness.sandbox.pool import Sandbox, default_workers
 from dare.harness.verifiers.code import CodeVerifier
 
@@ -71,7 +72,8 @@ def evalplus_jobs(verifier: CodeVerifier, samples: list) -> list:
     for sample in samples:
         plan = verifier.plan_for(sample)
         jobs.append({"code": sample.prompt + sample.metadata["canonical_solution"], "entry_point": plan.entry_point,
-                     "inputs": [decode(c)[0] for c in plan.calls], "expected": [decode(e) for e in plan.expected],
+                     "inputs": [to_python(decode(c)[0]) for c in plan.calls],
+                     "expected": [to_python(decode(e)) for e in plan.expected],  # evalplus wants Python's own sets
                      "ref_time": [t or 0.0 for t in plan.ref_times]})
     return jobs
 
