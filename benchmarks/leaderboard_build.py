@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.keep or Path(tempfile.mkdtemp(prefix="dare-leaderboard-bench-"))
     try:
-        print(json.dumps(measure(root, args.runs, args.samples), indent=1))
+        print(json.dumps(measure(root, args.runs, args.samples)))  # one line, as every benchmark prints
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

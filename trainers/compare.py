@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -224,13 +225,11 @@ class ComparisonRunner:
         threads = str(self.comparison.threads)  # as in a sequential run, so --jobs never changes a result
         env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
 
-        def one(name: str) -> int:
-            argv = [sys.executable, "-m", "dare.trainers.cli", "--compare", config_path, "--out", str(self.out),
-                    "--only", name]
-            return run_child(argv, env, self.out / "runs" / f"{name}.log")
+        def one_argv(name: str) -> tuple[list[str], Path]:
+            return ([sys.executable, "-m", "dare.trainers.cli", "--compare", config_path, "--out", str(self.out),
+                     "--only", name], self.out / "runs" / f"{name}.log")
 
-        with ThreadPoolExecutor(jobs) as pool:
-            codes = dict(zip(names, pool.map(one, names)))
+        codes = dict(zip(names, run_children([one_argv(n) for n in names], env, jobs)))
         failed = [n for n, c in codes.items() if c != 0]
         if failed:
             # each child's own one-line error (a held lock, a bad setting) is what the user needs to read
@@ -257,11 +256,50 @@ def _die_with_parent() -> Callable[[], None] | None:
     return arm
 
 
-def run_child(argv: list[str], env: dict[str, str], log_file: Path) -> int:
-    """Run ``argv`` with its output appended to ``log_file``; it dies with this process. Returns its exit code."""
+def run_child(argv: list[str], env: dict[str, str], log_file: Path, started: Callable | None = None) -> int:
+    """Run ``argv`` with its output appended to ``log_file``; it dies with this process. Returns its exit code.
+    ``started(proc)`` is told of the child before this waits for it (the pool's interrupt reaches it)."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a") as fh:
-        return subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent()).returncode
+        proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent())
+        if started is not None:
+            started(proc)
+        return proc.wait()
+
+
+def run_children(jobs: list[tuple[list[str], Path]], env: dict[str, str], workers: int) -> list[int]:
+    """Run each ``(argv, log_file)`` with ``run_child``, ``workers`` at a time; their exit codes in order.
+
+    An interrupt of this process alone (``kill -INT``; a terminal's Ctrl-C also reaches the children) is
+    passed on to every running child, so each checkpoints and stops, instead of the pool waiting for them
+    to finish their training; jobs not yet started never start."""
+    lock = threading.Lock()
+    running: list[subprocess.Popen] = []
+    stopping = threading.Event()
+
+    def started(proc: subprocess.Popen) -> None:
+        with lock:
+            running.append(proc)
+            if stopping.is_set():  # started while the interrupt was being passed on
+                proc.send_signal(signal.SIGINT)
+
+    def one(job: tuple[list[str], Path]) -> int:
+        if stopping.is_set():
+            return 130
+        return run_child(job[0], env, job[1], started)
+
+    pool = ThreadPoolExecutor(workers)
+    try:
+        return list(pool.map(one, jobs))
+    except BaseException:
+        stopping.set()
+        with lock:
+            for proc in running:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def last_error(log_file: Path) -> str | None:

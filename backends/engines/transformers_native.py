@@ -17,6 +17,7 @@ depend on its batch-mates: requests are generated one at a time, each under its 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from contextlib import contextmanager
@@ -184,13 +185,21 @@ class TransformersEngine:
 
         if not (self.path / "config.json").is_file():
             raise ModelError(f"{self.path} has no config.json; --model-path must be a Hugging Face checkpoint directory")
+        # the declared type first: transformers' own error for a type it does not know (sdar, llada) is several
+        # lines advising an upgrade, while the fix is another backend
+        try:
+            declared = json.loads((self.path / "config.json").read_text()).get("model_type")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise ModelError(f"{self.path / 'config.json'} is not a JSON object ({exc}); "
+                             "--model-path must be a Hugging Face checkpoint directory") from exc
+        if declared not in SUPPORTED_MODEL_TYPES:
+            raise ModelError(f"{self.path} is a {declared!r} checkpoint; the transformers backend runs "
+                             f"{', '.join(SUPPORTED_MODEL_TYPES)} (use --backend torch for the other dLLMs)")
         try:
             config = AutoConfig.from_pretrained(str(self.path), local_files_only=True, trust_remote_code=False)
         except (OSError, ValueError, KeyError) as exc:
-            raise ModelError(f"transformers cannot read {self.path / 'config.json'}: {exc}") from exc
-        if config.model_type not in SUPPORTED_MODEL_TYPES:
-            raise ModelError(f"{self.path} is a {config.model_type!r} checkpoint; the transformers backend runs "
-                             f"{', '.join(SUPPORTED_MODEL_TYPES)} (use --backend torch for the other dLLMs)")
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ModelError(f"transformers cannot read {self.path / 'config.json'}: {first}") from exc
         if not isinstance(config.canvas_length, int) or config.canvas_length < 1:
             raise ModelError(f"{self.path / 'config.json'} has canvas_length={config.canvas_length!r}; "
                              "DiffusionGemma needs a positive canvas (block) length")

@@ -34,7 +34,8 @@ R = TypeVar("R")
 SETUP_FAILED = 121  # zygote.SETUP_FAILED: the job's confinement failed (that module runs only inside)
 TRUSTED_UID_OFFSET = 500  # the trusted pool's slot uids start this far above the candidates'
 NO_ISOLATION_FIX = ("no code-execution isolation is available here: install bubblewrap (apt-get install bubblewrap) "
-                    "or util-linux's unshare, or pass unsafe_local_exec=True to run generated code unisolated")
+                    "or util-linux's unshare, or pass --unsafe-local-exec (unsafe_local_exec=True in Python) to run "
+                    "generated code unisolated")
 
 
 def default_workers() -> int:

@@ -123,6 +123,15 @@ def test_rejects_other_checkpoints_and_unknown_options(tmp_path, tiny_dir):
         TransformersEngine(EngineContext(model_name="x", model_path=tiny_dir, options={"record_trajectory": True}))
 
 
+def test_a_dllm_transformers_cannot_read_is_refused_in_one_line_naming_the_backend(tmp_path):
+    """tiny-sdar's config declares model_type 'sdar', which transformers does not know: the refusal is the
+    one-line fix (another backend), not transformers' several-line advice to upgrade."""
+    with pytest.raises(ModelError) as err:
+        TransformersEngine(EngineContext(model_name="tiny-sdar", model_path=config.SHIPPED_CONFIGS / "models" / "tiny-sdar"))
+    text = str(err.value)
+    assert "'sdar' checkpoint" in text and "--backend torch" in text and "\n" not in text, text
+
+
 @pytest.mark.skipif(DARE_EVAL is None, reason="dare-eval console script is not installed")
 def test_dare_eval_runs_sudoku_with_the_transformers_backend(tiny_dir, tmp_path):
     cmd = [DARE_EVAL, "--model-path", str(tiny_dir), "--backend", "transformers", "--suite", "sudoku",

@@ -43,6 +43,34 @@ def test_a_killed_parent_takes_its_children_along(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
+INTERRUPTED_PARENT = ("import sys; from pathlib import Path; from dare.trainers.compare import run_children; "
+                      "d = Path(sys.argv[1]); child = [sys.executable, '-c', sys.argv[2]]; "
+                      "run_children([(child, d / f'{n}.log') for n in 'abc'], {}, 2)")
+
+
+def test_an_interrupted_parent_stops_its_children_and_starts_no_more(tmp_path):
+    """SIGINT to the parent alone (as `kill -INT` sends it): without passing it on, the pool would wait for
+    both children's whole training (here 120 s) and then start the third job."""
+    parent = subprocess.Popen([sys.executable, "-c", INTERRUPTED_PARENT, str(tmp_path), CHILD])
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    deadline = time.monotonic() + 60
+    while not all(f.is_file() and f.read_text().strip() for f in logs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = [int(f.read_text().split()[0]) for f in logs]
+    try:
+        os.kill(parent.pid, signal.SIGINT)
+        assert parent.wait(timeout=30) != 0
+        assert not any(_alive(c) for c in children), "a child outlived its interrupted parent"
+        assert "KeyboardInterrupt" in logs[0].read_text()  # stopped by the interrupt, not by SIGTERM
+        assert not (tmp_path / "c.log").exists(), "a queued job started after the interrupt"
+    finally:
+        for c in children:
+            if _alive(c):
+                os.kill(c, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
+
+
 def test_the_childs_own_error_line_is_read_back(tmp_path):
     log = tmp_path / "a.log"
     log.write_text("dare-train: step 1/2  loss 0.1\ndare-train: error: runs/a is being trained by another process; "
@@ -59,7 +87,8 @@ def test_a_failed_childs_error_reaches_the_parents_message(tmp_path):
     from dare.trainers.compare import ComparisonRunner
 
     runner = object.__new__(ComparisonRunner)  # only _parallel runs: no start model is trained
-    runner.out, runner.comparison = tmp_path / "out", SimpleNamespace(threads=1)
+    runner.out = tmp_path / "out"
+    runner.comparison = SimpleNamespace(threads=1)  # the one field _parallel reads
     with pytest.raises(DareError) as err:
         runner._parallel(["a", "b"], 2, str(tmp_path / "no-such-comparison.yaml"))
     text = str(err.value)
