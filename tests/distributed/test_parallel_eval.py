@@ -59,7 +59,7 @@ def test_killed_worker_is_reported_and_rerun_resumes(ray_cluster, single, tmp_pa
         def close(self):
             pass
 
-    monkeypatch.setattr(cli, "_progress_factory", lambda enabled: lambda desc, total: KillAfterFirstBatch())
+    monkeypatch.setattr(cli, "progress_bars", lambda enabled: lambda desc, total: KillAfterFirstBatch())
     args = [*BASE, "--out", str(tmp_path), "--workers", "2", "--set", "batch_size=2"]
     args.remove("--no-progress")
     assert cli.main(args) == 1
@@ -68,7 +68,7 @@ def test_killed_worker_is_reported_and_rerun_resumes(ray_cluster, single, tmp_pa
     partial = next(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert json.loads((partial / "run.json").read_text())["status"] == "partial"
 
-    monkeypatch.setattr(cli, "_progress_factory", lambda enabled: None)
+    monkeypatch.setattr(cli, "progress_bars", lambda enabled: None)
     assert cli.main(args) == 0
     resumed = max((p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
     counts = json.loads((resumed / "run.json").read_text())["counts"]["sudoku"]

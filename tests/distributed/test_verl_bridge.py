@@ -145,7 +145,8 @@ def test_killed_training_worker_is_reported_and_the_rerun_resumes(ray_cluster, t
     args = ["--algo", "d1", "--model-path", str(ckpt), "--suite", "vowels_kill", "--out", str(tmp_path), *STEPS,
             "--engine", "verl", "--run-name", "killed"]
     assert main(args) == 1
-    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dare-train")]  # not Ray's logs
+    err = [line for line in capsys.readouterr().err.splitlines()
+           if line.startswith("dare-train: error")]  # not Ray's logs nor the progress lines
     assert KillWorkerOnce.killed and len(err) == 1, err
     assert "verl training worker died" in err[0] and "rerun the same command to resume" in err[0]
     run_dir = tmp_path / "killed"
