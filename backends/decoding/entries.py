@@ -14,7 +14,7 @@ from typing import Literal
 
 from dare.harness.options import Options
 
-from . import block, dream, llada
+from . import block, dream, llada, pc_sampler
 from .block import decode_blocks
 from .mdm import decode_masked_diffusion
 
@@ -37,6 +37,15 @@ class LladaRandomOptions(DecoderOptions):
 
 class LladaOptions(LladaRandomOptions):
     eos_gamma: tuple[float, float] | None = None
+
+
+class PcSamplerOptions(LladaOptions):
+    """PC-Sampler: position decay ``pc_lambda``, clamp ``pc_alpha``, background counts file ``pc_background``
+    (the authors' defaults: 0.25 and 10; see :mod:`.pc_sampler`)."""
+
+    pc_lambda: float = 0.25
+    pc_alpha: float = 10.0
+    pc_background: str | None = None
 
 
 class DreamOriginOptions(Options):
@@ -90,6 +99,7 @@ def _block(rule, reads: frozenset[str], options: type[Options]):
 
 _PARALLEL = COMMON | {"threshold", "factor"}
 llada_low_confidence = _mdm(llada.low_confidence, _PARALLEL, LladaOptions)
+llada_pc_sampler = _mdm(pc_sampler.pc_sampler, COMMON, PcSamplerOptions)
 llada_random = _mdm(llada.random_remasking, _PARALLEL, LladaRandomOptions)
 dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
 dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)
