@@ -16,7 +16,7 @@ from .cliutil import Parser
 from .dryrun import describe
 from .errors import DareError
 from .plan import evaluate, plan
-from .registry import engines, load_plugins, metrics
+from .registry import decoders, engines, load_plugins, metrics
 from .runner import EvalPlan
 from .verifiers import verifiers
 
@@ -60,6 +60,7 @@ def list_everything() -> str:
         lines.append(f"  {name}: {', '.join(cfg.suite(name).benchmarks)}")
     lines.append("benchmarks (each is also a suite): " + ", ".join(cfg.names("benchmarks")))
     lines.append("engines: " + ", ".join(engines.names()))
+    lines.append("decoders (torch, fastdllm; remasking=...): " + ", ".join(decoders.names()))
     lines.append("models: " + ", ".join(cfg.names("models")))
     lines.append("verifiers: " + ", ".join(verifiers.names()))
     lines.append("metrics: " + ", ".join(metrics.names()))

@@ -86,6 +86,7 @@ def _mdm(policy, reads: frozenset[str], options: type[Options]):
 
     decode.__doc__ = f"Masked-diffusion block loop with the {policy.__name__} policy."
     decode.supports_cfg = True  # type: ignore[attr-defined]
+    decode.policy = policy  # type: ignore[attr-defined]  (the Fast-dLLM caches run the same rule)
     return _declare(decode, reads | {"cfg_scale"}, options)
 
 

@@ -113,3 +113,24 @@ def test_bad_combinations_are_one_line_rc_2(args, message):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_the_rule_composes_with_the_fastdllm_caches(llada):
+    from dare.backends.decoding.fastdllm import cached_decoder
+
+    cases = [c for c in OFFICIAL["cases"] if c["block_length"] == 16]
+    options = {"pc_lambda": 0.3, "pc_alpha": 2.0, "pc_background": str(FIXTURES / "pc_sampler_background.json")}
+    reference = decoders.get("mdm:pc_sampler")
+    uncached = _decode(llada, "mdm:pc_sampler", cases, **options)
+    for mode in ("none", "dual"):
+        decode = cached_decoder(reference, mode)
+        first = cases[0]
+        cfg = DecodingConfig(gen_length=first["gen_length"], steps=first["steps"], block_length=first["block_length"],
+                             remasking="pc_sampler", cache=mode, extra=options)
+        canvas = Canvas.build([c["prompt_ids"] for c in cases], cfg.gen_length, llada.mask_id, llada.pad_id, "cpu")
+        with torch.inference_mode():
+            got = decode(llada, canvas, cfg, [torch.Generator().manual_seed(0) for _ in cases])
+        if mode == "none":
+            assert torch.equal(got.tokens, uncached.tokens)
+        else:
+            assert got.tokens.shape == uncached.tokens.shape and (got.tokens != llada.mask_id).all()
