@@ -15,6 +15,7 @@ from typing import Literal
 from dare.harness.options import Options
 
 from . import block, dream, llada, pc_sampler
+from .klass import decode_klass
 from .block import decode_blocks
 from .mdm import decode_masked_diffusion
 
@@ -46,6 +47,15 @@ class PcSamplerOptions(LladaOptions):
     pc_lambda: float = 0.25
     pc_alpha: float = 10.0
     pc_background: str | None = None
+
+
+class KlassOptions(DecoderOptions):
+    """KLASS: commit positions whose confidence exceeds ``klass_conf_threshold`` and whose last
+    ``klass_history`` KL divergences stay below ``klass_kl_threshold`` (the authors' defaults; :mod:`.klass`)."""
+
+    klass_conf_threshold: float = 0.9
+    klass_kl_threshold: float = 0.01
+    klass_history: int = 2
 
 
 class DreamOriginOptions(Options):
@@ -101,6 +111,7 @@ def _block(rule, reads: frozenset[str], options: type[Options]):
 _PARALLEL = COMMON | {"threshold", "factor"}
 llada_low_confidence = _mdm(llada.low_confidence, _PARALLEL, LladaOptions)
 llada_pc_sampler = _mdm(pc_sampler.pc_sampler, COMMON, PcSamplerOptions)
+llada_klass = _declare(decode_klass, COMMON, KlassOptions)  # its own logits window: no Fast-dLLM cache
 llada_random = _mdm(llada.random_remasking, _PARALLEL, LladaRandomOptions)
 dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
 dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)
