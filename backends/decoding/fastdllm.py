@@ -113,4 +113,6 @@ def cached_decoder(reference: Callable, mode: str) -> Callable:
 
     decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
     decode.supports_cfg = True  # type: ignore[attr-defined]
+    for declared in ("reads", "Options", "version"):  # the engine declares the reference's reads, plus cache
+        setattr(decode, declared, getattr(reference, declared))
     return decode
