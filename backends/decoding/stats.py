@@ -35,7 +35,8 @@ def greedy_stats(logits: torch.Tensor, entropy: bool = False, margin: bool = Fal
         total = e.sum(-1)
         p[lo:lo + rows] = total.reciprocal()
         if entropy:
-            neg[lo:lo + rows] = (e * z).sum(-1) / total - total.log()
+            terms = torch.where(e > 0, e * z, 0.0)  # a -inf logit (a banned token) adds 0, not 0 * -inf
+            neg[lo:lo + rows] = terms.sum(-1) / total - total.log()
         if margin:
             gap[lo:lo + rows] = (1 - z.topk(2, dim=-1).values[:, 1].exp()) / total
     out = {"x0": x0.view(shape), "p": p.view(shape)}

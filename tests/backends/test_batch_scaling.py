@@ -51,6 +51,16 @@ def test_reductions_equal_the_textbook_softmax():
                                rtol=1e-13, atol=0)
 
 
+def test_banned_tokens_add_nothing():
+    logits = torch.randn(1, 4, VOCAB, generator=torch.Generator().manual_seed(1))
+    banned = logits.clone()
+    banned[..., :10] = float("-inf")
+    got = stats.greedy_stats(banned, entropy=True, margin=True)
+    probs = banned.double().softmax(-1)
+    assert torch.isfinite(got["neg_entropy"]).all()
+    torch.testing.assert_close(got["neg_entropy"], torch.special.xlogy(probs, probs).sum(-1), rtol=1e-13, atol=0)
+
+
 def _textbook_policy(kind, sign=1):
     """The policies as they were written before the reductions: full (B, K, V) float64 probabilities
     (``sign=-1``: the least confident first, to show the comparison is sensitive to the order)."""
