@@ -110,3 +110,21 @@ def test_a_row_decodes_alike_alone_and_in_a_batch(wide_models, arch, kind):
         alone = _decode(model, lambda m, c, d, g: decode(m, c, d, [torch.Generator().manual_seed(row)]), cfg, [prompt])
         assert torch.equal(alone.tokens[0], batch.tokens[row])
         assert torch.equal(alone.commit_step[0], batch.commit_step[row])
+
+
+@pytest.mark.parametrize("cfg_scale", [0.0, 1.5])
+def test_row_groups_change_no_output(wide_models, monkeypatch, cfg_scale):
+    from dare.backends.decoding import mdm
+
+    model = wide_models["llada"]
+    cfg = DecodingConfig(gen_length=16, steps=8, block_length=8, cfg_scale=cfg_scale)
+    decode = decoders.get("mdm:low_confidence")
+    monkeypatch.setattr(mdm, "CPU_TOKENS_PER_FORWARD", 10**6)
+    whole = _decode(model, decode, cfg, PROMPTS)
+    calls = []
+    net = model.net
+    monkeypatch.setattr(model, "net", lambda *a, **k: calls.append(a[0].shape[0]) or net(*a, **k))
+    monkeypatch.setattr(mdm, "CPU_TOKENS_PER_FORWARD", 1)  # one row per call
+    grouped = _decode(model, decode, cfg, PROMPTS)
+    assert set(calls) == {1}
+    assert torch.equal(whole.tokens, grouped.tokens) and torch.equal(whole.commit_step, grouped.commit_step)
