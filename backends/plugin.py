@@ -1,8 +1,9 @@
-"""Entry point (group ``dare.plugins``) that registers this package's engines with the harness.
+"""Entry point (group ``dare.plugins``) that registers this package's engines and decoders with the harness.
 
 Only lazy ``module:attr`` strings: importing this module imports no torch.
 """
 
+from dare.backends import decoding as _decoding  # noqa: F401  (registers the decoders, lazily: no torch)
 from dare.harness.registry import engines
 
 engines.register("replay", "dare.backends.engines.replay:ReplayEngine")

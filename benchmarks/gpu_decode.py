@@ -78,12 +78,15 @@ def llada_modes(model, prompt: list[int], gen: int, block: int, batch: int = 1) 
     runners = {"reference": lambda c, g: reference(model, c, cfg, g),
                "prefix": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "prefix"),
                "dual": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "dual")}
+    for rule in ("pc_sampler", "klass"):  # the commit rules, uncached, at their default options
+        runners[rule] = partial(lambda name, c, g: decoders.get(name)(model, c, cfg.model_copy(
+            update={"remasking": name.split(":")[1]}), g), f"mdm:{rule}")
     out = {}
     for mode, run in runners.items():
         canvas = Canvas.build([prompt] * batch, gen, model.mask_id, model.pad_id, model.device)
         gens = [torch.Generator(device=model.device).manual_seed(i) for i in range(batch)]
         out[mode] = round(batch * gen / timed(partial(run, canvas, gens)), 2)
-    out["speedup"] = {m: round(out[m] / out["reference"], 2) for m in ("prefix", "dual")}
+    out["speedup"] = {m: round(out[m] / out["reference"], 2) for m in ("prefix", "dual", "pc_sampler", "klass")}
     return out
 
 

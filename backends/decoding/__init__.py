@@ -6,6 +6,8 @@ from dare.harness.registry import decoders
 _ENTRIES = {
     "mdm:low_confidence": ("llada_low_confidence", ()),
     "mdm:random": ("llada_random", ()),
+    "mdm:pc_sampler": ("llada_pc_sampler", ()),
+    "mdm:klass": ("llada_klass", ()),
     "dream:origin": ("dream_origin", ()),
     "dream:maskgit_plus": ("dream_maskgit_plus", ("dream:low_confidence",)),
     "dream:topk_margin": ("dream_topk_margin", ("dream:margin",)),

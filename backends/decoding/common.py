@@ -15,6 +15,8 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 
+from .stats import greedy_stats
+
 
 @dataclass
 class Canvas:
@@ -167,12 +169,10 @@ def sample(logits: torch.Tensor, temperature: float, gens: list[torch.Generator]
     T = 0 is argmax with probabilities of the plain softmax. T > 0 is Gumbel-max in float64 over the
     tempered, filtered logits; p_* are the probabilities of x0 under the tempered distributions.
     """
+    if temperature == 0:  # filtering never removes the argmax: plain argmax and plain softmax probability
+        stats = greedy_stats(logits)
+        return stats["x0"], stats["p"], stats["p"]
     logits = logits.double()
-    if temperature == 0:
-        probs = logits.softmax(-1)
-        x0 = filter_logits(logits, top_k, top_p).argmax(-1)
-        p = probs.gather(-1, x0[..., None])[..., 0]
-        return x0, p, p
     tempered = logits / temperature
     filtered = filter_logits(tempered, top_k, top_p)
     gumbel = -torch.log(-torch.log(row_noise(gens, tuple(logits.shape[1:]), logits.device)))

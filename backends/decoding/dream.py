@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from .common import factor_rule, filter_logits, option, row_noise, sample, threshold_or_top1, top_count
+from .stats import greedy_stats, plain_greedy
 
 
 def _ratio(step: int, steps: int, cfg) -> float:
@@ -30,16 +31,7 @@ def origin(logits, masked, quota, step, steps, gens, cfg, model):
 
 def _confidence_policy(kind: str):
     def policy(logits, masked, quota, step, steps, gens, cfg, model):
-        x0, p, _ = sample(logits, cfg.temperature, gens, cfg.top_k, cfg.top_p)
-        if kind == "maskgit_plus":
-            conf = p
-        else:
-            probs = filter_probs(logits, cfg)
-            if kind == "topk_margin":
-                top2 = probs.topk(2, dim=-1).values
-                conf = top2[..., 0] - top2[..., 1]
-            else:  # negative entropy: higher = more certain
-                conf = (probs * probs.clamp(min=1e-30).log()).sum(-1)
+        x0, conf = _confidence(kind, logits, gens, cfg)
         if cfg.threshold is not None:
             return threshold_or_top1(conf, masked, cfg.threshold), x0
         if cfg.factor is not None:
@@ -52,6 +44,22 @@ def _confidence_policy(kind: str):
 
     policy.__name__ = kind
     return policy
+
+
+def _confidence(kind, logits, gens, cfg):
+    """Proposals x0 (B, K) and their confidence (B, K); greedy and unfiltered: from :func:`greedy_stats`
+    (one float64 pass in chunks instead of full (B, K, V) probability tensors)."""
+    if kind != "maskgit_plus" and plain_greedy(cfg.temperature, cfg.top_k, cfg.top_p, logits.shape[-1]):
+        stats = greedy_stats(logits, entropy=kind == "entropy", margin=kind == "topk_margin")
+        return stats["x0"], stats["neg_entropy" if kind == "entropy" else "margin"]
+    x0, p, _ = sample(logits, cfg.temperature, gens, cfg.top_k, cfg.top_p)
+    if kind == "maskgit_plus":
+        return x0, p
+    probs = filter_probs(logits, cfg)
+    if kind == "topk_margin":
+        top2 = probs.topk(2, dim=-1).values
+        return x0, top2[..., 0] - top2[..., 1]
+    return x0, (probs * probs.clamp(min=1e-30).log()).sum(-1)  # negative entropy: higher = more certain
 
 
 def filter_probs(logits, cfg):

@@ -14,7 +14,8 @@ from typing import Literal
 
 from dare.harness.options import Options
 
-from . import block, dream, llada
+from . import block, dream, llada, pc_sampler
+from .klass import decode_klass
 from .block import decode_blocks
 from .mdm import decode_masked_diffusion
 
@@ -37,6 +38,24 @@ class LladaRandomOptions(DecoderOptions):
 
 class LladaOptions(LladaRandomOptions):
     eos_gamma: tuple[float, float] | None = None
+
+
+class PcSamplerOptions(LladaOptions):
+    """PC-Sampler: position decay ``pc_lambda``, clamp ``pc_alpha``, background counts file ``pc_background``
+    (the authors' defaults: 0.25 and 10; see :mod:`.pc_sampler`)."""
+
+    pc_lambda: float = 0.25
+    pc_alpha: float = 10.0
+    pc_background: str | None = None
+
+
+class KlassOptions(DecoderOptions):
+    """KLASS: commit positions whose confidence exceeds ``klass_conf_threshold`` and whose last
+    ``klass_history`` KL divergences stay below ``klass_kl_threshold`` (the authors' defaults; :mod:`.klass`)."""
+
+    klass_conf_threshold: float = 0.9
+    klass_kl_threshold: float = 0.01
+    klass_history: int = 2
 
 
 class DreamOriginOptions(Options):
@@ -77,6 +96,7 @@ def _mdm(policy, reads: frozenset[str], options: type[Options]):
 
     decode.__doc__ = f"Masked-diffusion block loop with the {policy.__name__} policy."
     decode.supports_cfg = True  # type: ignore[attr-defined]
+    decode.policy = policy  # type: ignore[attr-defined]  (the Fast-dLLM caches run the same rule)
     return _declare(decode, reads | {"cfg_scale"}, options)
 
 
@@ -90,6 +110,8 @@ def _block(rule, reads: frozenset[str], options: type[Options]):
 
 _PARALLEL = COMMON | {"threshold", "factor"}
 llada_low_confidence = _mdm(llada.low_confidence, _PARALLEL, LladaOptions)
+llada_pc_sampler = _mdm(pc_sampler.pc_sampler, COMMON, PcSamplerOptions)
+llada_klass = _declare(decode_klass, COMMON, KlassOptions)  # its own logits window: no Fast-dLLM cache
 llada_random = _mdm(llada.random_remasking, _PARALLEL, LladaRandomOptions)
 dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
 dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)

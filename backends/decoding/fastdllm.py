@@ -36,20 +36,15 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 
-from . import dream, entries, llada
+from . import entries
 from .common import Canvas, DecodeResult
 from .mdm import decode_masked_diffusion
 from .fastdllm_cache import CACHES
 
-#: Reference decoder (as registered in ``decoders``) -> the policy the cached loop runs with it.
-POLICIES: dict[Callable, Callable] = {
-    entries.llada_low_confidence: llada.low_confidence,
-    entries.llada_random: llada.random_remasking,
-    entries.dream_origin: dream.origin,
-    entries.dream_maskgit_plus: dream.maskgit_plus,
-    entries.dream_topk_margin: dream.topk_margin,
-    entries.dream_entropy: dream.entropy,
-}
+#: Reference decoder (as registered in ``decoders``) -> the policy the cached loop runs with it: every
+#: masked-diffusion decoder of :mod:`.entries` (``decode.policy``), so a new commit rule gets the caches too.
+POLICIES: dict[Callable, Callable] = {decode: decode.policy for decode in vars(entries).values()
+                                      if callable(decode) and hasattr(decode, "policy")}
 
 
 class _Forward:
@@ -118,4 +113,6 @@ def cached_decoder(reference: Callable, mode: str) -> Callable:
 
     decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
     decode.supports_cfg = True  # type: ignore[attr-defined]
+    for declared in ("reads", "Options", "version"):  # the engine declares the reference's reads, plus cache
+        setattr(decode, declared, getattr(reference, declared))
     return decode

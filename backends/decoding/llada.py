@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from .common import early_eos_rejection, factor_rule, option, row_noise, sample, threshold_or_top1, top_count
+from .stats import prob_of
 
 
 def _commit(conf, masked, quota, cfg):
@@ -24,11 +25,11 @@ def _commit(conf, masked, quota, cfg):
 
 
 def _proposals(logits, gens, cfg, model):
-    logits = logits.double()
     if option(cfg, "logits_eos_inf", False):
+        logits = logits.clone()
         logits[..., model.eos_id] = float("-inf")
-    x0, _, _ = sample(logits, cfg.temperature, gens, cfg.top_k, cfg.top_p)
-    return logits, x0
+    x0, _, p_plain = sample(logits, cfg.temperature, gens, cfg.top_k, cfg.top_p)
+    return logits, x0, p_plain
 
 
 def _demote_eos(conf, x0, cfg, model):
@@ -39,15 +40,15 @@ def _demote_eos(conf, x0, cfg, model):
 
 def low_confidence(logits, masked, quota, step, steps, gens, cfg, model):
     """logits (B, K, V) of the active block -> (commit (B, K), x0 (B, K))."""
-    logits, x0 = _proposals(logits, gens, cfg, model)
-    conf = logits.softmax(-1).gather(-1, x0[..., None])[..., 0]
+    logits, x0, p = _proposals(logits, gens, cfg, model)
+    conf = p if cfg.temperature == 0 else prob_of(logits, x0)  # the un-tempered softmax's probability
     conf = _demote_eos(early_eos_rejection(conf, x0, step, steps, cfg, model), x0, cfg, model)
     return _commit(conf, masked, quota, cfg), x0
 
 
 def random_remasking(logits, masked, quota, step, steps, gens, cfg, model):
     """Like :func:`low_confidence` but positions are chosen uniformly at random (per-row generators)."""
-    logits, x0 = _proposals(logits, gens, cfg, model)
+    logits, x0, _ = _proposals(logits, gens, cfg, model)
     conf = row_noise(gens, tuple(masked.shape[1:]), logits.device)
     conf = _demote_eos(conf, x0, cfg, model)
     return _commit(conf, masked, quota, cfg), x0

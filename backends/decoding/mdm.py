@@ -16,6 +16,21 @@ from dare.harness.records import DecodingConfig
 from .common import Canvas, DecodeResult, option, step_quotas, steps_per_block
 
 
+#: On a CPU, rows go through the network in groups of about this many canvas tokens: a (B * L)-row GEMM
+#: falls out of cache and runs slower per row than a few rows at a time (benchmarks/decode_batch.py,
+#: ``forward``). A row's logits do not depend on the rows beside it, so grouping changes no output.
+CPU_TOKENS_PER_FORWARD = 512
+
+
+def _net(model, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, window: tuple[int, int]):
+    """model.net over rows (B, L) in row groups on a CPU, in one call elsewhere -> logits (B, hi - lo, V)."""
+    rows = max(1, CPU_TOKENS_PER_FORWARD // ids.shape[1]) if ids.device.type == "cpu" else ids.shape[0]
+    if rows >= ids.shape[0]:
+        return model.net(ids, positions, mask, logits_range=window)
+    return torch.cat([model.net(ids[r:r + rows], positions[r:r + rows], mask[r:r + rows], logits_range=window)
+                      for r in range(0, ids.shape[0], rows)])
+
+
 def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig, lo: int, hi: int):
     """Logits (B, hi - lo, V) predicting canvas positions lo..hi-1 (Dream: read one position earlier),
     with classifier-free guidance when cfg_scale > 0; also returns the NFE spent."""
@@ -26,11 +41,10 @@ def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig, lo: in
         prompt = canvas.valid.clone()
         prompt[:, canvas.gen_start:] = False
         uncond = x.masked_fill(prompt, model.mask_id)
-        both = model.net(torch.cat([x, uncond]), canvas.positions.repeat(2, 1), key_mask.repeat(2, 1, 1, 1),
-                         logits_range=window)
+        both = _net(model, torch.cat([x, uncond]), canvas.positions.repeat(2, 1), key_mask.repeat(2, 1, 1, 1), window)
         cond, unc = both.chunk(2)
         return unc + (cfg.cfg_scale + 1) * (cond - unc), 2
-    return model.net(x, canvas.positions, key_mask, logits_range=window), 1
+    return _net(model, x, canvas.positions, key_mask, window), 1
 
 
 def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator],

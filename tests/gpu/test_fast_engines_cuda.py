@@ -81,7 +81,7 @@ def test_decode_benchmark_runs_every_mode():
     model = gpu_decode.build("llada", config, "cuda")
     result = gpu_decode.llada_modes(model, list(range(10, 266)), 64, 32, batch=4)
     print("moderate LLaDA, gen 64, batch 4:", result)
-    assert all(result[mode] > 0 for mode in ("reference", "prefix", "dual"))
+    assert all(result[mode] > 0 for mode in ("reference", "prefix", "dual", "pc_sampler", "klass"))
 
 
 @pytest.mark.parametrize("name", ["lmdeploy", "sglang"])

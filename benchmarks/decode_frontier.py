@@ -1,0 +1,112 @@
+"""Accuracy against speed for every registered decoding strategy of a model, on the same samples in one run.
+
+    python benchmarks/decode_frontier.py --model tiny-llada --suite sudoku --json out.json
+        [--limit 32] [--gen-length 64] [--block-length 32] [--batch 8] [--threads 1] [--out runs/frontier]
+
+Strategies: every decoder registered for the model's decoding family (``<family>:<remasking>``, each
+with its default options), plus the Fast-dLLM prefix and dual caches and dual + threshold 0.9 where the
+family has them. Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under
+``--out``), one token per step (steps = gen_length). Per strategy the JSON holds accuracy with its
+interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
+speed-up over the reference (``<family>:low_confidence`` uncached) and the run directory. Tiny models
+make the ratios about decoder overheads, not about a paper's quality claims.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+from pathlib import Path
+
+import torch
+
+from dare.harness.plan import evaluate, plan
+from dare.harness.registry import decoders, load_plugins
+
+CACHES = {"fastdllm:prefix": ["cache=prefix"], "fastdllm:dual": ["cache=dual"],
+          "fastdllm:dual_threshold": ["cache=dual", "threshold=0.9"]}
+CACHED_FAMILIES = ("mdm", "dream")
+
+
+def strategies(family: str) -> dict[str, tuple[str, list[str]]]:
+    """label -> (engine, overrides); the reference first."""
+    seen, out = set(), {}
+    names = sorted((n for n in decoders.names() if n.startswith(family + ":")),
+                   key=lambda n: (n != f"{family}:low_confidence", n))
+    for name in names:
+        decode = decoders.get(name)
+        if id(decode) in seen:  # an alias of a decoder already listed
+            continue
+        seen.add(id(decode))
+        out[name] = ("torch", [f"remasking={name.split(':', 1)[1]}"])
+    if family in CACHED_FAMILIES:
+        for label, sets in CACHES.items():
+            out[label] = ("fastdllm", ["remasking=low_confidence" if family == "mdm" else "remasking=maskgit_plus",
+                                       *sets])
+    return out
+
+
+def run_one(model: str, suite: str, engine: str, sets: list[str], args) -> dict:
+    common = [f"gen_length={args.gen_length}", f"steps={args.gen_length}", f"block_length={args.block_length}",
+              f"batch_size={args.batch}"]
+    # a fresh generation cache per run: every strategy is timed generating, never replayed from a cache
+    p = plan(model, suite, engine=engine, overrides=[*common, *sets], limit=args.limit, out=args.out,
+             cache_dir=tempfile.mkdtemp(prefix="frontier-cache-"))
+    record = evaluate(p)
+    run = json.loads((p.run_dir / "run.json").read_text())
+    rows = [json.loads(line) for line in (p.run_dir / "samples.jsonl").read_text().splitlines() if line.strip()]
+    benchmark = next(iter(run["metrics"]))
+    accuracy, partial = run["metrics"][benchmark]["accuracy"], run["metrics"][benchmark].get("partial_credit")
+    seconds = sum(v for k, v in run["timing"].items() if k.endswith(".generate_s"))
+    tokens = len(rows) * args.gen_length
+    return {"accuracy": accuracy["value"], "ci": accuracy["ci"], "n": accuracy["n"],
+            "partial_credit": partial["value"] if partial else None, "partial_credit_ci": partial["ci"] if partial else None,
+            "nfe_per_token": round(sum(r["nfe"] for r in rows) / tokens, 4),
+            "nfe_official_per_token": round(sum(r.get("nfe_official") or r["nfe"] for r in rows) / tokens, 4),
+            "tokens_per_s": round(tokens / seconds, 1) if seconds else None, "generate_s": seconds,
+            "run_dir": str(p.run_dir), "decoder": record.decoder.name if record.decoder else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny-llada")
+    parser.add_argument("--suite", default="sudoku")
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--limit", type=int, default=32)
+    parser.add_argument("--gen-length", type=int, default=64)
+    parser.add_argument("--block-length", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", default="runs/frontier")
+    parser.add_argument("--only", nargs="*", help="labels to run (default: all)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(args.threads)
+    load_plugins()
+    from dare.backends.engines.torch import TorchEngine
+    from dare.harness import config
+    from dare.harness.engine import EngineContext
+
+    family = TorchEngine(EngineContext(model_name=args.model, model_spec=config.model(args.model))).arch.decoding_family
+    chosen = {k: v for k, v in strategies(family).items() if not args.only or k in args.only}
+    results = {}
+    for label, (engine, sets) in chosen.items():
+        results[label] = run_one(args.model, args.suite, engine, sets, args)
+        row = results[label]
+        print(f"{label:24s} acc {row['accuracy']:.3f} {row['ci']} partial {row['partial_credit']}  "
+              f"{row['nfe_per_token']:.3f} NFE/token  "
+              f"{row['tokens_per_s']} tok/s", flush=True)
+    reference = results.get(f"{family}:low_confidence", {}).get("tokens_per_s")
+    for row in results.values():
+        row["speedup"] = round(row["tokens_per_s"] / reference, 2) if reference and row["tokens_per_s"] else None
+    out = {"model": args.model, "suite": args.suite, "family": family, "gen_length": args.gen_length,
+           "block_length": args.block_length, "batch_size": args.batch, "limit": args.limit, "threads": args.threads,
+           "machine": f"CPU {torch.backends.cpu.get_cpu_capability()}, {args.threads} torch thread(s)",
+           "reference": f"{family}:low_confidence", "strategies": results}
+    Path(args.json).write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: v["speedup"] for k, v in results.items()}))
+
+if __name__ == "__main__":
+    main()
