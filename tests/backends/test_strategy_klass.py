@@ -2,7 +2,8 @@
 
 Fixture tests/backends/fixtures/klass_official.json: shkim0116/KLASS ``src/model/llada_klass.py::
 stable_confident_decode`` (commit ad87ecbe9fdef4a6e93701afbc150cb9213fbcd7, ``alg="klass"``,
-``unmask_strategy="all"``) run with the shipped tiny-llada network (float32, CPU) in place of the Hugging
+``unmask_strategy="all"``) run with the shipped tiny-llada network with seeded weight noise (tests/backends/strategy_model.py: the trained model is so sure
+of Sudoku that every commit rule gives the same answer; float32, CPU) in place of the Hugging
 Face model on Sudoku prompts 0-2, greedy; the reference's hard-coded mask id was mapped to the model's.
 NFE is the forwards run (the reference's ``used_steps``): fewer than ``steps`` where stable commits fire.
 """
@@ -18,12 +19,11 @@ import pytest
 import torch
 
 from dare.backends.decoding.common import Canvas
-from dare.backends.engines.torch import TorchEngine
-from dare.harness import config
-from dare.harness.engine import EngineContext
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
+
+from .strategy_model import noisy_tiny_llada
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "klass_official.json").read_text())
 KEYS = ("gen_length", "steps", "block_length", "conf_threshold", "kl_threshold", "kl_history_length")
@@ -32,7 +32,7 @@ SETTINGS = sorted({tuple(c[k] for k in KEYS) for c in OFFICIAL["cases"]})
 
 @pytest.fixture(scope="module")
 def llada():
-    return TorchEngine(EngineContext(model_name="tiny-llada", model_spec=config.model("tiny-llada"), device="cpu")).model
+    return noisy_tiny_llada()  # the fixtures' network (see strategy_model.py)
 
 
 def _decode(model, name, cases, extra, **fields):

@@ -2,7 +2,8 @@
 
 Fixtures (tests/backends/fixtures/pc_sampler_*.json) were produced by running NEUIR/PC-Sampler
 ``src/generate.py::generate_with_pc_sampler`` (commit 8b106b09877b2f69085db1b7bd7c1cc1e935d5a5) with the
-shipped tiny-llada network (float32, CPU) in place of the Hugging Face model, on Sudoku prompts 0-2, greedy;
+shipped tiny-llada network with seeded weight noise (tests/backends/strategy_model.py: the trained model is so sure
+of Sudoku that every commit rule gives the same answer; float32, CPU) in place of the Hugging Face model, on Sudoku prompts 0-2, greedy;
 the background file holds the token counts of prompts 10-39 in the authors' format. NFE: the official loop
 runs one forward per step, the project's count.
 """
@@ -16,12 +17,11 @@ import pytest
 import torch
 
 from dare.backends.decoding.common import Canvas
-from dare.backends.engines.torch import TorchEngine
-from dare.harness import config
-from dare.harness.engine import EngineContext
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
+
+from .strategy_model import noisy_tiny_llada
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OFFICIAL = json.loads((FIXTURES / "pc_sampler_official.json").read_text())
@@ -30,8 +30,7 @@ SETTINGS = sorted({(c["gen_length"], c["steps"], c["block_length"], c["lambd"], 
 
 @pytest.fixture(scope="module")
 def llada():
-    engine = TorchEngine(EngineContext(model_name="tiny-llada", model_spec=config.model("tiny-llada"), device="cpu"))
-    return engine.model
+    return noisy_tiny_llada()  # the fixtures' network (see strategy_model.py)
 
 
 def _decode(model, name, cases, **extra):

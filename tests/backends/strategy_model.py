@@ -1,0 +1,29 @@
+"""The network the commit-rule parity fixtures were made with (tests/backends/fixtures/{klass,pc_sampler}_*.json).
+
+The shipped tiny-llada solves Sudoku almost surely, and then every commit rule reaches the same answer, so a
+parity test on it would pass with the rule switched off. Seeded Gaussian noise on its weight matrices
+(``NOISE`` x each matrix's std) spreads its confidences enough that the rules' orders, and so their tokens,
+differ from plain low-confidence decoding. The fixture scripts and the tests build it with this function.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dare.backends.engines.torch import TorchEngine
+from dare.harness import config
+from dare.harness.engine import EngineContext
+
+NOISE = 1.5
+SEED = 0
+
+
+def noisy_tiny_llada(noise: float = NOISE, seed: int = SEED):
+    """A freshly loaded tiny-llada (float32, CPU) whose 2-D weights carry ``noise`` x std seeded noise."""
+    model = TorchEngine(EngineContext(model_name="tiny-llada", model_spec=config.model("tiny-llada"), device="cpu")).model
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, param in sorted(model.net.named_parameters()):
+            if param.dim() >= 2:
+                param.add_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * noise * param.std())
+    return model
