@@ -1,12 +1,12 @@
 """PC-Sampler (mdm:pc_sampler) against the authors' code, its options and its record.
 
-Fixtures (tests/backends/fixtures/pc_sampler_*.json; regenerate with fixtures/scripts/make_pc_sampler_fixture.py) were
-produced by running NEUIR/PC-Sampler
+Fixtures (tests/backends/fixtures/pc_sampler_*.json; regenerate with
+fixtures/scripts/make_pc_sampler_fixture.py) were produced by running NEUIR/PC-Sampler
 ``src/generate.py::generate_with_pc_sampler`` (commit 8b106b09877b2f69085db1b7bd7c1cc1e935d5a5) with the
-shipped tiny-llada network with seeded weight noise (tests/backends/strategy_model.py: the trained model is so sure
-of Sudoku that every commit rule gives the same answer; float32, CPU) in place of the Hugging Face model, on Sudoku prompts 0-2, greedy;
-the background file holds the token counts of prompts 10-39 in the authors' format. NFE: the official loop
-runs one forward per step, the project's count.
+shipped tiny-llada network with seeded weight noise (tests/backends/strategy_model.py: the trained model is so
+sure of Sudoku that every commit rule gives the same answer; float32, CPU) in place of the Hugging Face model,
+on Sudoku prompts 0-2, greedy; the background file holds the token counts of prompts 10-39 in the authors'
+format. NFE: the official loop runs one forward per step, the project's count.
 """
 
 from __future__ import annotations
