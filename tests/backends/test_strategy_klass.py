@@ -1,7 +1,7 @@
 """KLASS (mdm:klass) against the authors' code, its options and its refusals.
 
 Fixture tests/backends/fixtures/klass_official.json (regenerate with fixtures/scripts/make_klass_fixture.py):
-shkim0116/KLASS ``src/model/llada_klass.py:: stable_confident_decode`` (commit
+shkim0116/KLASS ``src/model/llada_klass.py::stable_confident_decode`` (commit
 ad87ecbe9fdef4a6e93701afbc150cb9213fbcd7, ``alg="klass"``, ``unmask_strategy="all"``) run with the shipped
 tiny-llada network with seeded weight noise (tests/backends/strategy_model.py: the trained model is so sure of
 Sudoku that every commit rule gives the same answer; float32, CPU) in place of the Hugging Face model on
