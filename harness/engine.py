@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .config import ModelSpec
-from .options import DEFAULT_CAPABILITIES, Capabilities, DecoderInfo, NoOptions, Options
+from .options import DEFAULT_CAPABILITIES, Capabilities, DecoderInfo, NoOptions, Options, capabilities
 from .records import DecodingConfig, Generation, Message, ModelInfo, sha256_text
 
 
@@ -114,3 +114,15 @@ class EngineBase:
         """Engine settings that can change tokens (dtype, kernel, device class...): part of the generation
         cache key and of the leaderboard's comparability key."""
         return self.options.identity()
+
+
+def declared_decoder(engine: Any, decoding: DecodingConfig) -> DecoderInfo | None:
+    """The decoder an engine declares for ``decoding`` (None where it declares none: every field is read)."""
+    declares = isinstance(engine, EngineBase) or capabilities(engine).declares_decoding
+    return engine.decoder(decoding) if declares else None
+
+
+def declared_token_identity(engine: Any) -> dict[str, Any]:
+    """The engine settings that can change tokens, where the engine declares them (else empty)."""
+    declares = isinstance(engine, EngineBase) or capabilities(engine).declares_decoding
+    return engine.token_identity() if declares else {}

@@ -24,7 +24,7 @@ from . import config as cfg
 from . import overrides as overrides_lib
 from .cliutil import check_device
 from .data import load_rows
-from .engine import EngineBase, EngineContext
+from .engine import EngineBase, EngineContext, declared_decoder
 from .errors import ConfigError, InputError
 from .models import ResolvedModel, resolve
 from .options import HARNESS_FIELDS, DecoderInfo, Options, capabilities, parse_options
@@ -168,7 +168,7 @@ def plan(model: str | None = None, suite: str | None = None, engine: str = "torc
         resolved_decoding = cfg.decoding_with_overrides(decoding.model_dump(), given, source="--set")
     else:
         resolved_decoding = resolve_decoding(resolved.spec, suite_spec.name, given, built)
-    decoder = built.decoder(resolved_decoding) if isinstance(built, EngineBase) else None
+    decoder = declared_decoder(built, resolved_decoding)
     resolved_decoding, extra, fields = check_decoding(resolved_decoding, decoder, explicit)
     return EvalPlan(
         suite=suite_spec, decoding=resolved_decoding, engine=built, model_name=resolved.name, out_dir=out,

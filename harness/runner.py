@@ -21,7 +21,7 @@ from . import config as cfg
 from . import metrics as metric_lib
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
-from .engine import Engine, EngineBase, GenerationRequest, request_seed
+from .engine import Engine, EngineBase, GenerationRequest, declared_token_identity, request_seed
 from .options import DecoderInfo, Options
 from .prompts import template
 from .records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, Verdict
@@ -68,7 +68,7 @@ class EvalPlan:
 
     def engine_identity(self) -> dict[str, Any]:
         """The engine settings that can change tokens (empty for engines that declare none)."""
-        return self.engine.token_identity() if isinstance(self.engine, EngineBase) else {}
+        return declared_token_identity(self.engine)
 
     def generation_key(self) -> str:
         """DecodingConfig hash, plus the engine identity's hash when there is one: the generation cache's key."""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dare.harness import config as cfg
 from dare.harness import metrics as metric_lib
-from dare.harness.engine import EngineContext, GenerationRequest
+from dare.harness.engine import EngineContext, GenerationRequest, declared_decoder, declared_token_identity
 from dare.harness.errors import ConfigError
 from dare.harness.models import resolve
 from dare.harness.options import Capabilities, capabilities
@@ -42,7 +42,8 @@ class OpenCompassEngine:
 
     name = "opencompass"
     # the inner engine decides on a checkpoint (resolved in __init__); --completions goes to an inner replay
-    capabilities = Capabilities(reads_completions=True, needs_checkpoint=False, decoding_defaults=True, own_loop=True)
+    capabilities = Capabilities(reads_completions=True, needs_checkpoint=False, decoding_defaults=True, own_loop=True,
+                                declares_decoding=True)  # the inner engine's decoder and token identity
 
     def __init__(self, ctx: EngineContext):
         self.version = getattr(require_opencompass(), "__version__", "unknown")
@@ -57,6 +58,12 @@ class OpenCompassEngine:
 
     def decoding_defaults(self) -> dict:
         return self.inner.decoding_defaults() if capabilities(self.inner).decoding_defaults else {}
+
+    def decoder(self, decoding: DecodingConfig):
+        return declared_decoder(self.inner, decoding)
+
+    def token_identity(self) -> dict:
+        return declared_token_identity(self.inner)
 
     def model_info(self) -> ModelInfo:
         return self.inner.model_info()
