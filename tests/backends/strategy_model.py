@@ -27,3 +27,14 @@ def noisy_tiny_llada(noise: float = NOISE, seed: int = SEED):
             if param.dim() >= 2:
                 param.add_(torch.randn(param.shape, generator=generator, dtype=param.dtype) * noise * param.std())
     return model
+
+
+def sudoku_prompt_ids(count: int) -> list[list[int]]:
+    """Token ids of the first ``count`` Sudoku test prompts, rendered and tokenised as the engine does."""
+    from dare.harness import prompts
+    from dare.harness.data import load_samples
+
+    engine = TorchEngine(EngineContext(model_name="tiny-llada", model_spec=config.model("tiny-llada"), device="cpu"))
+    bench = config.benchmark("sudoku")
+    template = prompts.template(bench.prompt)
+    return [engine.prompt_ids(template.render(s)) for s in load_samples(bench.data)[:count]]
