@@ -36,6 +36,7 @@ from pydantic import Field
 from dare.harness.options import Options
 
 from .common import Canvas, option
+from .fastdllm import CacheStrategy
 
 DEFAULT_REFRESH = 8  # the authors' README example for LLaDA dKV-Cache-Decode (cache_reloading_step=8)
 
@@ -123,6 +124,5 @@ class DkvForward:
         return out[:, :self.k]
 
 
-def block_forward(model, canvas: Canvas, cfg, lo: int) -> DkvForward:
-    """The ``cache=dkv`` forward strategy for the block starting at canvas column ``lo``."""
-    return DkvForward(model, canvas, cfg, lo)
+#: ``cache=dkv``: LLaDA only (the authors' Dream code is another loop, with its own logit shift); no guidance.
+DKV = CacheStrategy("dkv", DkvForward, frozenset({"mdm"}), DkvOptions, unread=frozenset({"cfg_scale"}))
