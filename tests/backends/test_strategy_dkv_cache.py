@@ -147,6 +147,13 @@ def test_run_record_and_cache_key_carry_the_cache(tmp_path):
     assert record["decoder"]["options"]["dkv_refresh"] == 4 and record["decoder"]["options"]["dkv_variant"] == "decode"
 
 
+def test_listed_by_dare_eval():
+    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--list"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "KV caches (fastdllm; cache=..., any masked-diffusion remasking): dkv, dual, prefix" \
+        in done.stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_refres: 3}"], "did you mean 'dkv_refresh'"),
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_variant: greedy}"], "dkv_variant"),
