@@ -5,8 +5,8 @@
 
 Strategies: every decoder registered for the model's decoding family (``<family>:<remasking>``, each
 with its default options), plus every KV cache of ``registry.caches`` that supports the family (Fast-dLLM
-prefix and dual, dKV-Cache on LLaDA; low confidence, or maskgit_plus on Dream) and dual + threshold 0.9. Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under
-``--out``), one token per step (steps = gen_length). Per strategy the JSON holds accuracy with its
+prefix and dual, dKV-Cache; low confidence, or maskgit_plus on Dream) and dual + threshold 0.9.
+Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under ``--out``), one token per step (steps = gen_length). Per strategy the JSON holds accuracy with its
 interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
 speed-up over the reference (``<family>:low_confidence`` uncached) and the run directory. Tiny models
 make the ratios about decoder overheads, not about a paper's quality claims.

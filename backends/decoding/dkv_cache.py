@@ -1,9 +1,11 @@
-"""dKV-Cache (dKV-Cache-Decode) for LLaDA: delayed caching of decoded tokens' keys and values.
+"""dKV-Cache (dKV-Cache-Decode) for LLaDA and Dream: delayed caching of decoded tokens' keys and values.
 
 After Ma et al., "dKV-Cache: The Cache for Diffusion Language Models" (arXiv 2505.15781); reference
-implementation horseee/dKV-Cache, generation_utils/llada_dkv_cache_decode.py ``generate`` with its model file
-models/modeling_llada_dkv_cache_decode.py (commit 49a76fc). Within a block, with D_j the columns holding a
-token (prompt, padding, decoded) after step j:
+implementation horseee/dKV-Cache (commit 49a76fc): LLaDA, generation_utils/llada_dkv_cache_decode.py
+``generate`` with its model file models/modeling_llada_dkv_cache_decode.py; Dream,
+generation_utils/dream_generation_utils.py ``_sample`` with ``cache_type="decoded"``, ``shift_type="un"`` and
+models/modeling_dream.py. Within a block, with D_j the columns holding a token (prompt, padding, decoded)
+after step j (LLaDA; Dream's shifted set is in :class:`DkvForward`):
 
 - steps 0 and 1, and every step s with s % ``dkv_refresh`` == 0, are full passes over the canvas; they
   store every column's key/value (the *refresh*);
@@ -11,7 +13,8 @@ token (prompt, padding, decoded) after step j:
   once more with its decoded id, and its key/value is cached from then on (the *delay*). The columns of
   D_{s-2} attend as cached keys; the masked suffix is always recomputed.
 
-The cache is rebuilt at every block start. This is a forward strategy (``block_forward`` of
+The cache is rebuilt at every block start (the authors' Dream loop has one block: ``block_length =
+gen_length`` reproduces it). This is a forward strategy (``block_forward`` of
 :func:`.mdm.decode_masked_diffusion`), so every masked-diffusion commit rule runs under it
 (``cache=dkv`` on the fastdllm engine). With the quota rules every row forwards the same number of
 columns; with ``threshold`` / ``factor`` rows commit different counts, and a row with fewer columns is
@@ -20,8 +23,9 @@ does not depend on the rows beside it). The keys a call attends over are all can
 order (the authors concatenate [fresh | cached]: the same set, summed in another order).
 
 Differences from the authors' code: our canvas masks padding keys and counts RoPE positions from each
-row's first real token (their loop has no attention mask and runs batch 1 in their script), and
-classifier-free guidance is not offered (theirs raises NotImplementedError with the cache).
+row's first real token (their LLaDA loop has no attention mask and their script runs batch 1), Dream's
+per-step count uses each row's own masked count (theirs the batch mean, see :mod:`.dream`), and
+classifier-free guidance is not offered (their LLaDA loop raises NotImplementedError with the cache).
 NFE: one forward per step, full or cached, as the authors' loop runs it (``nfe`` = ``nfe_official``).
 Shapes: B rows, L canvas length, K block length, N query columns of a cached step, V vocabulary.
 """
@@ -43,7 +47,8 @@ DEFAULT_REFRESH = 8  # the authors' README example for LLaDA dKV-Cache-Decode (c
 
 class DkvOptions(Options):
     """``extra`` options of ``cache=dkv``: ``dkv_refresh`` (a full pass every that many steps of a block,
-    the authors' ``cache_reloading_step``) and ``dkv_variant`` (only the authors' default, ``decode``)."""
+    the authors' ``cache_reloading_step`` / Dream ``cache_steps``; their README uses 8 for LLaDA, 16 for
+    Dream) and ``dkv_variant`` (only the authors' default, ``decode``)."""
 
     dkv_refresh: int = Field(DEFAULT_REFRESH, ge=1)
     dkv_variant: Literal["decode"] = "decode"
@@ -82,23 +87,39 @@ class DelayedKV:
 
 
 class DkvForward:
-    """The forwards of one block (``forward(x, first) -> (logits (B, K, V), cost)``) for columns [lo, lo + K)."""
+    """The forwards of one block (``forward(x, first) -> (logits (B, K, V), cost)``) for columns [lo, lo + K).
+
+    Dream reads column i from the output at i - 1, so there the cached set is shifted the authors' way
+    (``shift_type="un"``): column i counts as decoded when the token at i + 1 is (the last column takes
+    column 0's flag; before the first step, its own), and only steps s % ``dkv_refresh`` == 0 are full
+    passes (their LLaDA loop also makes step 1 one, since its step 0 stores nothing).
+    """
 
     def __init__(self, model, canvas: Canvas, cfg, lo: int):
-        self.model, self.canvas, self.lo, self.k = model, canvas, lo, cfg.block_length
+        self.model, self.canvas, self.k = model, canvas, cfg.block_length
+        self.shift = 1 if model.arch.shift_logits else 0
+        self.lo = lo - self.shift  # first column whose output the block needs
         self.refresh = int(option(cfg, "dkv_refresh", DEFAULT_REFRESH))
+        self.warmup = 0 if self.shift else 1  # steps 0..warmup are full passes
         self.key_mask = canvas.valid[:, None, None, :]
         self.cache = DelayedKV(model.net.args.n_layers)
         self.step = 0
         self.decoded_last: torch.Tensor | None = None  # D_{s-1} as seen by the previous call
 
+    def _decoded(self, x: torch.Tensor, first: bool) -> torch.Tensor:
+        """Columns (B, L) whose keys may be cached after this step: decoded ones (Dream: shifted)."""
+        decoded = x != self.model.mask_id
+        if not self.shift:
+            return decoded
+        return torch.cat([decoded[:, 1:], decoded[:, -1:] if first else decoded[:, :1]], dim=1)
+
     def __call__(self, x: torch.Tensor, first: bool) -> tuple[torch.Tensor, int]:
         if first:
             self.step, self.decoded_last = 0, None
         step, stale = self.step, self.decoded_last  # stale: D_{s-2}
-        self.step, self.decoded_last = step + 1, x != self.model.mask_id
+        self.step, self.decoded_last = step + 1, self._decoded(x, first)
         net = self.model.net
-        if step < 2 or step % self.refresh == 0:
+        if step <= self.warmup or step % self.refresh == 0:
             logits = net(x, self.canvas.positions, self.key_mask, self.cache.plan(None, None),
                          logits_range=(self.lo, self.lo + self.k))
             return logits, 1
@@ -124,5 +145,5 @@ class DkvForward:
         return out[:, :self.k]
 
 
-#: ``cache=dkv``: LLaDA only (the authors' Dream code is another loop, with its own logit shift); no guidance.
-DKV = CacheStrategy("dkv", DkvForward, frozenset({"mdm"}), DkvOptions, unread=frozenset({"cfg_scale"}))
+#: ``cache=dkv`` on LLaDA and Dream; no classifier-free guidance.
+DKV = CacheStrategy("dkv", DkvForward, frozenset({"mdm", "dream"}), DkvOptions, unread=frozenset({"cfg_scale"}))

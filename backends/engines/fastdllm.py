@@ -4,7 +4,7 @@ Same requests, DecodingConfig fields, batching, per-request seeds, NFE and traje
 reference :class:`~dare.backends.engines.torch.TorchEngine`, on CPU or one GPU. ``DecodingConfig.cache``
 chooses the forward: ``none`` (identical to the reference), ``prefix`` or ``dual`` (approximate:
 prefix / suffix keys are refreshed once per block, see :mod:`dare.backends.decoding.fastdllm`) or ``dkv``
-(LLaDA: delayed caching of decoded tokens, :mod:`dare.backends.decoding.dkv_cache`); caches are the entries of
+(delayed caching of decoded tokens, :mod:`dare.backends.decoding.dkv_cache`); caches are the entries of
 ``registry.caches``, each runs under every masked-diffusion commit rule.
 Parallel commits come from ``threshold`` (top-1 plus all >= tau) or ``factor``.
 Masked-diffusion models (LLaDA, Dream) get the cached loop; block-diffusion models (SDAR, LLaDA2.x)

@@ -13,6 +13,12 @@ Where the cache is approximate: at refresh 2 and 8 the fixture's tokens differ f
 low-confidence decode, so the parity test fails if the cache is switched off. At refresh 1 every step is a
 full pass and the authors' cache is exact (tokens equal the uncached decode); at refresh 4 on these prompts
 its approximation moves no token. Both facts are tested.
+
+Dream (tests/backends/fixtures/dkv_dream_official.json, same script): the authors' ``diffusion_generate``
+(generation_utils/dream_generation_utils.py, ``cache_type="decoded"``, ``shift_type="un"``) with their model
+file models/modeling_dream.py carrying the shipped tiny-dream's weights, on Sudoku prompts 0-1, greedy
+maskgit_plus and entropy at several ``cache_steps``; the approximate cases' tokens differ from the uncached
+Dream decode, ``cache_steps=1`` (a full pass every step) equals it.
 """
 
 from __future__ import annotations
@@ -26,13 +32,16 @@ import pytest
 import torch
 
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.fastdllm import cached_decoder
+from dare.backends.decoding.fastdllm import cache_strategy, cached_decoder
+from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import caches, decoders
 
 from .strategy_model import noisy_tiny_llada
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "dkv_official.json").read_text())
+DREAM = json.loads((Path(__file__).parent / "fixtures" / "dkv_dream_official.json").read_text())
+DREAM_SETTINGS = sorted({(c["alg"], c["steps"], c["cache_steps"]) for c in DREAM["cases"]})
 REFRESH = sorted({c["cache_reloading_step"] for c in OFFICIAL["cases"]})
 APPROXIMATE, EXACT = (2, 8), (1, 4)  # refresh intervals whose tokens differ from / equal the uncached decode
 
@@ -42,17 +51,28 @@ def llada():
     return noisy_tiny_llada()  # the fixture's network (see strategy_model.py)
 
 
+@pytest.fixture(scope="module")
+def dream():
+    from dare.backends.engines.torch import TorchEngine
+    from dare.harness import config
+    from dare.harness.engine import EngineContext
+
+    return TorchEngine(EngineContext(model_name="tiny-dream", model_spec=config.model("tiny-dream"), device="cpu")).model
+
+
 def _cases(refresh):
     return [c for c in OFFICIAL["cases"] if c["cache_reloading_step"] == refresh]
 
 
-def _decode(model, cases, rule="low_confidence", cache="dkv", **fields):
+def _decode(model, cases, rule="low_confidence", cache="dkv", family="mdm", **fields):
     first = cases[0]
     extra = fields.pop("extra", {})
-    cfg = DecodingConfig(gen_length=first["gen_length"], steps=first["steps"], block_length=first["block_length"],
-                         remasking=rule, cache=cache, extra=extra, **fields)
-    decode = cached_decoder(decoders.get(f"mdm:{rule}"), cache)
-    canvas = Canvas.build([c["prompt_ids"] for c in cases], cfg.gen_length, model.mask_id, model.pad_id, "cpu")
+    cfg = DecodingConfig(gen_length=first["gen_length"], steps=first["steps"],
+                         block_length=first.get("block_length", first["gen_length"]), remasking=rule, cache=cache,
+                         extra=extra, **fields)
+    decode = cached_decoder(decoders.get(f"{family}:{rule}"), cache)
+    prompts = [c["prompt_ids"] if "prompt_ids" in c else DREAM["prompt_ids"][c["sample"]] for c in cases]
+    canvas = Canvas.build(prompts, cfg.gen_length, model.mask_id, model.pad_id, "cpu")
     with torch.inference_mode():
         return decode(model, canvas, cfg, [torch.Generator().manual_seed(0) for _ in cases])
 
@@ -80,6 +100,28 @@ def test_tokens_and_nfe_equal_the_authors_code_batched(llada, refresh, monkeypat
         assert uncached.tokens.tolist() != [c["tokens"] for c in cases]  # the delayed keys change the answer
     else:
         assert uncached.tokens.tolist() == [c["tokens"] for c in cases]
+
+
+@pytest.mark.parametrize("setting", DREAM_SETTINGS, ids=lambda s: f"{s[0]}-steps{s[1]}-refresh{s[2]}")
+def test_dream_tokens_and_nfe_equal_the_authors_code_batched(dream, setting, monkeypatch):
+    alg, steps, refresh = setting
+    cases = [c for c in DREAM["cases"] if (c["alg"], c["steps"], c["cache_steps"]) == setting]
+    width = len(max(DREAM["prompt_ids"], key=len)) + cases[0]["gen_length"]
+    passes = {"full": 0, "cached": 0}
+    forward = dream.net.forward
+
+    def counted(ids, *args, **kwargs):
+        passes["cached" if ids.shape[1] < width else "full"] += 1
+        return forward(ids, *args, **kwargs)
+
+    monkeypatch.setattr(dream.net, "forward", counted)
+    ours = _decode(dream, cases, alg, family="dream", extra={"dkv_refresh": refresh})
+    monkeypatch.undo()
+    assert ours.tokens.tolist() == [c["tokens"] for c in cases]
+    assert ours.nfe.tolist() == [c["nfe"] for c in cases] and ours.nfe_official.tolist() == ours.nfe.tolist()
+    assert passes == {"full": cases[0]["full_forwards"], "cached": cases[0]["cached_forwards"]}
+    uncached = _decode(dream, cases, alg, cache="none", family="dream").tokens.tolist()
+    assert (uncached == [c["tokens"] for c in cases]) == (refresh == 1)  # exact only with a full pass every step
 
 
 def test_each_rule_runs_under_the_cache_and_rows_stay_independent(llada):
@@ -125,7 +167,11 @@ def test_padding_queries_leave_a_row_as_it_decodes_alone(llada):
 def test_registered_with_typed_options_and_families():
     assert {"prefix", "dual", "dkv"} <= set(caches.names())
     dkv = caches.get("dkv")
-    assert dkv.families == {"mdm"} and "cfg_scale" in dkv.unread
+    assert dkv.families == {"mdm", "dream"} and "cfg_scale" in dkv.unread
+    with pytest.raises(ConfigError, match="not available for the block decoding family"):
+        cache_strategy("dkv", "block")
+    with pytest.raises(ConfigError, match="did you mean 'dkv'"):
+        cache_strategy("dkvv")
     options = cached_decoder(decoders.get("mdm:pc_sampler"), "dkv").Options
     assert options().identity()["dkv_refresh"] == 8 and options().identity()["pc_lambda"] == 0.25
     with pytest.raises(Exception, match="dkv_refresh"):
@@ -159,7 +205,7 @@ def test_listed_by_dare_eval():
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_variant: greedy}"], "dkv_variant"),
     (["--model", "tiny-llada", "--set", "cache=dual", "--set", "extra={dkv_refresh: 3}"], "unknown option"),
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "cfg_scale=1.0"], "cfg_scale=1.0 is not read"),
-    (["--model", "tiny-dream", "--set", "cache=dkv"], "not available for the dream decoding family"),
+    (["--model", "tiny-dream", "--set", "cache=dkv", "--set", "extra={dkv_refresh: 1.5}"], "dkv_refresh"),
     (["--model", "tiny-sdar", "--set", "cache=dkv"], "exact block cache"),
     (["--model", "tiny-llada", "--set", "remasking=klass", "--set", "cache=dkv"], "own forward")])
 def test_bad_combinations_are_one_line_rc_2(args, message):

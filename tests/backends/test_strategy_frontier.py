@@ -52,4 +52,5 @@ def test_caches_come_from_the_registry():
     mdm, dream = strategies("mdm"), strategies("dream")
     assert {"fastdllm:prefix", "fastdllm:dual", "fastdllm:dkv", "fastdllm:dual_threshold"} <= set(mdm)
     assert mdm["fastdllm:dkv"] == ("fastdllm", ["remasking=low_confidence", "cache=dkv"])
-    assert "fastdllm:dual" in dream and "fastdllm:dkv" not in dream  # dKV-Cache is registered for LLaDA only
+    assert dream["fastdllm:dkv"] == ("fastdllm", ["remasking=maskgit_plus", "cache=dkv"])
+    assert not any(label.startswith("fastdllm:") for label in strategies("block"))  # no cache serves SDAR / LLaDA2
