@@ -13,6 +13,9 @@ after step j (LLaDA; Dream's shifted set is in :class:`DkvForward`):
   once more with its decoded id, and its key/value is cached from then on (the *delay*). The columns of
   D_{s-2} attend as cached keys; the masked suffix is always recomputed.
 
+``dkv_variant=prefill`` (the authors' Dream ``cache_type="prefill"``) caches only what is decoded when the
+block starts, from its first pass, never refreshed: on LLaDA that is Fast-dLLM's prefix cache (tested equal).
+
 The cache is rebuilt at every block start (the authors' Dream loop has one block: ``block_length =
 gen_length`` reproduces it). This is a forward strategy (``block_forward`` of
 :func:`.mdm.decode_masked_diffusion`), so every masked-diffusion commit rule runs under it
@@ -48,10 +51,10 @@ DEFAULT_REFRESH = 8  # the authors' README example for LLaDA dKV-Cache-Decode (c
 class DkvOptions(Options):
     """``extra`` options of ``cache=dkv``: ``dkv_refresh`` (a full pass every that many steps of a block,
     the authors' ``cache_reloading_step`` / Dream ``cache_steps``; their README uses 8 for LLaDA, 16 for
-    Dream) and ``dkv_variant`` (only the authors' default, ``decode``)."""
+    Dream; ``prefill`` ignores it) and ``dkv_variant``: ``decode`` (the default) or ``prefill``."""
 
     dkv_refresh: int = Field(DEFAULT_REFRESH, ge=1)
-    dkv_variant: Literal["decode"] = "decode"
+    dkv_variant: Literal["decode", "prefill"] = "decode"
 
 
 class DelayedKV:
@@ -101,6 +104,7 @@ class DkvForward:
         self.lo = lo - self.shift  # first column whose output the block needs
         self.refresh = int(option(cfg, "dkv_refresh", DEFAULT_REFRESH))
         self.warmup = 0 if self.shift else 1  # steps 0..warmup are full passes
+        self.prefill = option(cfg, "dkv_variant", "decode") == "prefill"
         self.key_mask = canvas.valid[:, None, None, :]
         self.cache = DelayedKV(model.net.args.n_layers)
         self.step = 0
@@ -116,10 +120,12 @@ class DkvForward:
     def __call__(self, x: torch.Tensor, first: bool) -> tuple[torch.Tensor, int]:
         if first:
             self.step, self.decoded_last = 0, None
-        step, stale = self.step, self.decoded_last  # stale: D_{s-2}
-        self.step, self.decoded_last = step + 1, self._decoded(x, first)
+        step, stale = self.step, self.decoded_last  # stale: D_{s-2} (prefill: D at the block's start)
+        self.step += 1
+        if first or not self.prefill:
+            self.decoded_last = self._decoded(x, first)
         net = self.model.net
-        if step <= self.warmup or step % self.refresh == 0:
+        if step == 0 or (not self.prefill and (step <= self.warmup or step % self.refresh == 0)):
             logits = net(x, self.canvas.positions, self.key_mask, self.cache.plan(None, None),
                          logits_range=(self.lo, self.lo + self.k))
             return logits, 1

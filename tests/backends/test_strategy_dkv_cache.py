@@ -41,7 +41,7 @@ from .strategy_model import noisy_tiny_llada
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "dkv_official.json").read_text())
 DREAM = json.loads((Path(__file__).parent / "fixtures" / "dkv_dream_official.json").read_text())
-DREAM_SETTINGS = sorted({(c["alg"], c["steps"], c["cache_steps"]) for c in DREAM["cases"]})
+DREAM_SETTINGS = sorted({(c["alg"], c["steps"], c["cache_steps"], c["cache_type"]) for c in DREAM["cases"]})
 REFRESH = sorted({c["cache_reloading_step"] for c in OFFICIAL["cases"]})
 APPROXIMATE, EXACT = (2, 8), (1, 4)  # refresh intervals whose tokens differ from / equal the uncached decode
 
@@ -102,10 +102,11 @@ def test_tokens_and_nfe_equal_the_authors_code_batched(llada, refresh, monkeypat
         assert uncached.tokens.tolist() == [c["tokens"] for c in cases]
 
 
-@pytest.mark.parametrize("setting", DREAM_SETTINGS, ids=lambda s: f"{s[0]}-steps{s[1]}-refresh{s[2]}")
+@pytest.mark.parametrize("setting", DREAM_SETTINGS, ids=lambda s: f"{s[0]}-steps{s[1]}-{s[3]}{s[2] or ''}")
 def test_dream_tokens_and_nfe_equal_the_authors_code_batched(dream, setting, monkeypatch):
-    alg, steps, refresh = setting
-    cases = [c for c in DREAM["cases"] if (c["alg"], c["steps"], c["cache_steps"]) == setting]
+    alg, steps, refresh, kind = setting
+    cases = [c for c in DREAM["cases"] if (c["alg"], c["steps"], c["cache_steps"], c["cache_type"]) == setting]
+    extra = {"dkv_refresh": refresh} if kind == "decoded" else {"dkv_variant": "prefill"}
     width = len(max(DREAM["prompt_ids"], key=len)) + cases[0]["gen_length"]
     passes = {"full": 0, "cached": 0}
     forward = dream.net.forward
@@ -115,13 +116,23 @@ def test_dream_tokens_and_nfe_equal_the_authors_code_batched(dream, setting, mon
         return forward(ids, *args, **kwargs)
 
     monkeypatch.setattr(dream.net, "forward", counted)
-    ours = _decode(dream, cases, alg, family="dream", extra={"dkv_refresh": refresh})
+    ours = _decode(dream, cases, alg, family="dream", extra=extra)
     monkeypatch.undo()
     assert ours.tokens.tolist() == [c["tokens"] for c in cases]
     assert ours.nfe.tolist() == [c["nfe"] for c in cases] and ours.nfe_official.tolist() == ours.nfe.tolist()
     assert passes == {"full": cases[0]["full_forwards"], "cached": cases[0]["cached_forwards"]}
     uncached = _decode(dream, cases, alg, cache="none", family="dream").tokens.tolist()
     assert (uncached == [c["tokens"] for c in cases]) == (refresh == 1)  # exact only with a full pass every step
+
+
+def test_prefill_variant_is_the_fastdllm_prefix_cache(llada, dream):
+    """Caching only what a block starts with, from its first pass, is Fast-dLLM's prefix cache (LLaDA; on
+    Dream both start one column early)."""
+    for model, family, rule, cases in ((llada, "mdm", "low_confidence", _cases(8)),
+                                       (dream, "dream", "entropy", DREAM["cases"][:2])):
+        prefill = _decode(model, cases, rule, family=family, extra={"dkv_variant": "prefill"})
+        prefix = _decode(model, cases, rule, cache="prefix", family=family)
+        assert torch.equal(prefill.tokens, prefix.tokens)
 
 
 def test_each_rule_runs_under_the_cache_and_rows_stay_independent(llada):
@@ -203,6 +214,7 @@ def test_listed_by_dare_eval():
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_refres: 3}"], "did you mean 'dkv_refresh'"),
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_variant: greedy}"], "dkv_variant"),
+    (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_varaint: prefill}"], "did you mean 'dkv_variant'"),
     (["--model", "tiny-llada", "--set", "cache=dual", "--set", "extra={dkv_refresh: 3}"], "unknown option"),
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "cfg_scale=1.0"], "cfg_scale=1.0 is not read"),
     (["--model", "tiny-dream", "--set", "cache=dkv", "--set", "extra={dkv_refresh: 1.5}"], "dkv_refresh"),
