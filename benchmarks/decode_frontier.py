@@ -6,8 +6,8 @@
 Strategies: every decoder registered for the model's decoding family (``<family>:<remasking>``, each
 with its default options), plus every KV cache of ``registry.caches`` that supports the family (Fast-dLLM
 prefix and dual, dKV-Cache; low confidence, or maskgit_plus on Dream) and dual + threshold 0.9.
-Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under ``--out``), one token per step (steps = gen_length). Per strategy the JSON holds accuracy with its
-interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
+Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under ``--out``), one
+token per step (steps = gen_length). Per strategy the JSON holds accuracy with its interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
 speed-up over the reference (``<family>:low_confidence`` uncached) and the run directory. Tiny models
 make the ratios about decoder overheads, not about a paper's quality claims.
 """
@@ -42,7 +42,8 @@ def strategies(family: str) -> dict[str, tuple[str, list[str]]]:
         out[name] = ("torch", [f"remasking={name.split(':', 1)[1]}"])
     supported = [name for name in caches.names() if family in caches.get(name).families]
     cached = {f"fastdllm:{name}": [f"cache={name}"] for name in supported}
-    cached.update({label: sets for label, sets in CACHE_VARIANTS.items() if sets[0] in {f"cache={n}" for n in supported}})
+    cached.update({label: sets for label, sets in CACHE_VARIANTS.items()
+                   if sets[0] in {f"cache={name}" for name in supported}})
     for label, sets in cached.items():
         out[label] = ("fastdllm", ["remasking=low_confidence" if family == "mdm" else "remasking=maskgit_plus", *sets])
     return out

@@ -57,7 +57,8 @@ def dream():
     from dare.harness import config
     from dare.harness.engine import EngineContext
 
-    return TorchEngine(EngineContext(model_name="tiny-dream", model_spec=config.model("tiny-dream"), device="cpu")).model
+    context = EngineContext(model_name="tiny-dream", model_spec=config.model("tiny-dream"), device="cpu")
+    return TorchEngine(context).model
 
 
 def _cases(refresh):
@@ -195,8 +196,9 @@ def test_run_record_and_cache_key_carry_the_cache(tmp_path):
     from dare.harness.plan import evaluate, plan
 
     base = ["gen_length=16", "steps=16", "block_length=16"]
+    settings = {"none": [], "dkv": ["cache=dkv"], "dkv4": ["cache=dkv", "extra={dkv_refresh: 4}"]}
     runs = {name: plan("tiny-llada", "sudoku", engine="fastdllm", overrides=[*base, *sets], limit=1, out=tmp_path)
-            for name, sets in {"none": [], "dkv": ["cache=dkv"], "dkv4": ["cache=dkv", "extra={dkv_refresh: 4}"]}.items()}
+            for name, sets in settings.items()}
     assert len({p.generation_key() for p in runs.values()}) == 3
     evaluate(runs["dkv4"])
     record = json.loads((runs["dkv4"].run_dir / "run.json").read_text())
@@ -207,14 +209,15 @@ def test_run_record_and_cache_key_carry_the_cache(tmp_path):
 def test_listed_by_dare_eval():
     done = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--list"], capture_output=True, text=True,
                           timeout=120)
-    assert done.returncode == 0 and "KV caches (fastdllm; cache=..., any masked-diffusion remasking): dkv, dual, prefix" \
-        in done.stdout
+    listed = "KV caches (fastdllm; cache=..., any masked-diffusion remasking): dkv, dual, prefix"
+    assert done.returncode == 0 and listed in done.stdout
 
 
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_refres: 3}"], "did you mean 'dkv_refresh'"),
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_variant: greedy}"], "dkv_variant"),
-    (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_varaint: prefill}"], "did you mean 'dkv_variant'"),
+    (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "extra={dkv_varaint: prefill}"],
+     "did you mean 'dkv_variant'"),
     (["--model", "tiny-llada", "--set", "cache=dual", "--set", "extra={dkv_refresh: 3}"], "unknown option"),
     (["--model", "tiny-llada", "--set", "cache=dkv", "--set", "cfg_scale=1.0"], "cfg_scale=1.0 is not read"),
     (["--model", "tiny-dream", "--set", "cache=dkv", "--set", "extra={dkv_refresh: 1.5}"], "dkv_refresh"),
