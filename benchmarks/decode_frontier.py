@@ -4,10 +4,10 @@
         [--limit 32] [--gen-length 64] [--block-length 32] [--batch 8] [--threads 1] [--out runs/frontier]
 
 Strategies: every decoder registered for the model's decoding family (``<family>:<remasking>``, each
-with its default options), plus the Fast-dLLM prefix and dual caches and dual + threshold 0.9 where the
-family has them. Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under
-``--out``), one token per step (steps = gen_length). Per strategy the JSON holds accuracy with its
-interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
+with its default options), plus every KV cache of ``registry.caches`` that supports the family (Fast-dLLM
+prefix and dual, dKV-Cache; low confidence, or maskgit_plus on Dream) and dual + threshold 0.9.
+Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under ``--out``), one
+token per step (steps = gen_length). Per strategy the JSON holds accuracy with its interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
 speed-up over the reference (``<family>:low_confidence`` uncached) and the run directory. Tiny models
 make the ratios about decoder overheads, not about a paper's quality claims.
 """
@@ -23,11 +23,10 @@ from pathlib import Path
 import torch
 
 from dare.harness.plan import evaluate, plan
-from dare.harness.registry import decoders, load_plugins
+from dare.harness.registry import caches, decoders, load_plugins
 
-CACHES = {"fastdllm:prefix": ["cache=prefix"], "fastdllm:dual": ["cache=dual"],
-          "fastdllm:dual_threshold": ["cache=dual", "threshold=0.9"]}
-CACHED_FAMILIES = ("mdm", "dream")
+#: Besides every cache of ``registry.caches`` at its defaults (``fastdllm:<cache>``), these settings of one.
+CACHE_VARIANTS = {"fastdllm:dual_threshold": ["cache=dual", "threshold=0.9"]}
 
 
 def strategies(family: str) -> dict[str, tuple[str, list[str]]]:
@@ -41,10 +40,12 @@ def strategies(family: str) -> dict[str, tuple[str, list[str]]]:
             continue
         seen.add(id(decode))
         out[name] = ("torch", [f"remasking={name.split(':', 1)[1]}"])
-    if family in CACHED_FAMILIES:
-        for label, sets in CACHES.items():
-            out[label] = ("fastdllm", ["remasking=low_confidence" if family == "mdm" else "remasking=maskgit_plus",
-                                       *sets])
+    supported = [name for name in caches.names() if family in caches.get(name).families]
+    cached = {f"fastdllm:{name}": [f"cache={name}"] for name in supported}
+    cached.update({label: sets for label, sets in CACHE_VARIANTS.items()
+                   if sets[0] in {f"cache={name}" for name in supported}})
+    for label, sets in cached.items():
+        out[label] = ("fastdllm", ["remasking=low_confidence" if family == "mdm" else "remasking=maskgit_plus", *sets])
     return out
 
 

@@ -17,7 +17,7 @@ from .cliutil import Parser, progress_bars
 from .dryrun import describe
 from .errors import DareError
 from .plan import evaluate, plan, resolve_decoding
-from .registry import decoders, engines, load_plugins, metrics
+from .registry import caches, decoders, engines, load_plugins, metrics
 from .runner import EvalPlan
 from .verifiers import verifiers
 
@@ -64,6 +64,7 @@ def list_everything() -> str:
         lines.append(f"  {name} [{_id_format(cfg.benchmark(name).data)}]")
     lines.append("engines: " + ", ".join(engines.names()))
     lines.append("decoders (torch, fastdllm; remasking=...): " + ", ".join(decoders.names()))
+    lines.append("KV caches (fastdllm; cache=..., any masked-diffusion remasking): " + ", ".join(caches.names()))
     lines.append("models (aliases in brackets; default decoding per suite):")
     for name in cfg.names("models"):
         lines.extend(_model_lines(cfg.model(name)))

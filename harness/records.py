@@ -91,7 +91,7 @@ class DecodingConfig(Record):
     stop_at_eos: bool = Field(True, description="truncate the text at the first EOS token")
     num_samples: int = Field(1, ge=1, description="k generations per sample (pass@k)")
     seed: int = Field(0, description="base seed; each (sample, index) derives its own")
-    cache: Literal["none", "prefix", "dual"] = "none"
+    cache: Literal["none", "prefix", "dual", "dkv"] = "none"
     batch_size: int = Field(1, ge=1, description="execution only: not part of config_hash")
     extra: JsonDict = Field(default_factory=dict, description="engine-specific options, namespaced by engine")
 

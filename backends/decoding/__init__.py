@@ -1,7 +1,8 @@
 """Diffusion decoders. Importing this package registers them lazily in ``dare.harness.registry.decoders``
-as ``<family>:<remasking>`` (see :mod:`.entries`)."""
+as ``<family>:<remasking>`` (see :mod:`.entries`), and the KV caches every masked-diffusion rule runs
+under in ``registry.caches`` as ``DecodingConfig.cache`` names (see :class:`.fastdllm.CacheStrategy`)."""
 
-from dare.harness.registry import decoders
+from dare.harness.registry import caches, decoders
 
 _ENTRIES = {
     "mdm:low_confidence": ("llada_low_confidence", ()),
@@ -20,6 +21,10 @@ _ENTRIES = {
 }
 for _name, (_attr, _aliases) in _ENTRIES.items():
     decoders.register(_name, f"dare.backends.decoding.entries:{_attr}", aliases=_aliases)
+
+_CACHES = {"prefix": "fastdllm:PREFIX", "dual": "fastdllm:DUAL", "dkv": "dkv_cache:DKV"}
+for _name, _ref in _CACHES.items():
+    caches.register(_name, f"dare.backends.decoding.{_ref}")
 
 
 def strategies(family: str) -> list[str]:

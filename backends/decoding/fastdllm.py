@@ -31,10 +31,14 @@ Shapes: B rows, L canvas length, K block length, V vocabulary, G gen_length.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 from dare.harness.errors import ConfigError
+from dare.harness.options import Options
 from dare.harness.records import DecodingConfig
+from dare.harness.registry import caches, did_you_mean
 
 from . import entries
 from .common import Canvas, DecodeResult
@@ -45,6 +49,58 @@ from .fastdllm_cache import CACHES
 #: masked-diffusion decoder of :mod:`.entries` (``decode.policy``), so a new commit rule gets the caches too.
 POLICIES: dict[Callable, Callable] = {decode: decode.policy for decode in vars(entries).values()
                                       if callable(decode) and hasattr(decode, "policy")}
+
+
+@dataclass(frozen=True)
+class CacheStrategy:
+    """A forward strategy registered in ``registry.caches`` under its ``DecodingConfig.cache`` name: it runs
+    the block loop of :mod:`.mdm` with any rule of :data:`POLICIES`, so N caches and M rules make N + M
+    parts. ``forward(model, canvas, cfg, lo)`` builds the block's forward; ``families`` are the decoding
+    families it supports; ``Options`` its typed ``extra`` options (added to the rule's); ``unread`` the rule's
+    DecodingConfig fields it cannot honour (refused when set, left out of the record)."""
+
+    name: str
+    forward: Callable
+    families: frozenset[str]
+    Options: type[Options] | None = None
+    unread: frozenset[str] = frozenset()
+
+
+PREFIX = CacheStrategy("prefix", lambda model, canvas, cfg, lo: _Forward(model, canvas, cfg, lo, "prefix"),
+                       frozenset({"mdm", "dream"}))
+DUAL = CacheStrategy("dual", lambda model, canvas, cfg, lo: _Forward(model, canvas, cfg, lo, "dual"),
+                     frozenset({"mdm", "dream"}))
+
+
+def cache_strategy(mode: str, family: str | None = None) -> CacheStrategy | None:
+    """The registered strategy for ``cache=mode`` (None for ``none``), checked against ``family``."""
+    if mode == "none":
+        return None
+    if mode not in caches:
+        raise ConfigError(f"cache={mode!r} is unknown{did_you_mean(mode, caches.names())}; use none or one of "
+                          f"{', '.join(caches.names())}")
+    strategy = caches.get(mode)
+    if family is not None and family not in strategy.families:
+        raise ConfigError(f"cache={mode} is not available for the {family} decoding family (it supports "
+                          f"{', '.join(sorted(strategy.families))}); use another cache or cache=none")
+    return strategy
+
+
+@lru_cache(maxsize=None)
+def cache_options(rule: type[Options], mode: str) -> type[Options]:
+    """The ``extra`` options of a rule under ``cache=mode``: the rule's plus the cache's own."""
+    strategy = cache_strategy(mode)
+    if strategy is None or strategy.Options is None:
+        return rule
+    return type(f"{rule.__name__}With{strategy.Options.__name__}", (rule, strategy.Options),
+                {"__doc__": f"{rule.__doc__ or ''} Under cache={mode}: {strategy.Options.__doc__}",
+                 "__module__": __name__})
+
+
+def cache_reads(reads: frozenset[str], mode: str) -> frozenset[str]:
+    """DecodingConfig fields a rule reads under ``cache=mode`` (``cache`` itself included)."""
+    strategy = cache_strategy(mode)
+    return frozenset(reads - (strategy.unread if strategy else frozenset())) | {"cache"}
 
 
 class _Forward:
@@ -92,13 +148,15 @@ class _Forward:
 
 def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator], policy,
                   mode: str | None = None) -> DecodeResult:
-    """The reference block loop with Fast-dLLM forwards; ``policy`` as in :mod:`.mdm`,
-    ``mode`` one of none / prefix / dual (default ``cfg.cache``)."""
+    """The reference block loop with a registered cache's forwards; ``policy`` as in :mod:`.mdm`,
+    ``mode`` none or a name in ``registry.caches`` (default ``cfg.cache``)."""
     mode = mode or cfg.cache
-    if mode != "none" and mode not in CACHES:
-        raise ConfigError(f"cache={mode!r} is unknown; use none, prefix or dual")
+    strategy = cache_strategy(mode, model.arch.decoding_family)
+    if strategy is None:
+        return decode_masked_diffusion(model, canvas, cfg, gens, policy,
+                                       block_forward=lambda lo: _Forward(model, canvas, cfg, lo, "none"))
     return decode_masked_diffusion(model, canvas, cfg, gens, policy,
-                                   block_forward=lambda lo: _Forward(model, canvas, cfg, lo, mode))
+                                   block_forward=lambda lo: strategy.forward(model, canvas, cfg, lo))
 
 
 def cached_decoder(reference: Callable, mode: str) -> Callable:
@@ -112,7 +170,8 @@ def cached_decoder(reference: Callable, mode: str) -> Callable:
         return decode_cached(model, canvas, cfg, gens, policy, mode)
 
     decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
-    decode.supports_cfg = True  # type: ignore[attr-defined]
-    for declared in ("reads", "Options", "version"):  # the engine declares the reference's reads, plus cache
-        setattr(decode, declared, getattr(reference, declared))
+    decode.supports_cfg = "cfg_scale" in cache_reads(reference.reads, mode)  # type: ignore[attr-defined]
+    decode.reads = cache_reads(reference.reads, mode)  # type: ignore[attr-defined]
+    decode.Options = cache_options(reference.Options, mode)  # type: ignore[attr-defined]
+    decode.version = reference.version  # type: ignore[attr-defined]
     return decode

@@ -1,9 +1,11 @@
-"""The ``fastdllm`` engine: the torch engine's models and decoders with Fast-dLLM KV caching.
+"""The ``fastdllm`` engine: the torch engine's models and decoders with KV caching (Fast-dLLM, dKV-Cache).
 
 Same requests, DecodingConfig fields, batching, per-request seeds, NFE and trajectory records as the
 reference :class:`~dare.backends.engines.torch.TorchEngine`, on CPU or one GPU. ``DecodingConfig.cache``
 chooses the forward: ``none`` (identical to the reference), ``prefix`` or ``dual`` (approximate:
-prefix / suffix keys are refreshed once per block, see :mod:`dare.backends.decoding.fastdllm`).
+prefix / suffix keys are refreshed once per block, see :mod:`dare.backends.decoding.fastdllm`) or ``dkv``
+(delayed caching of decoded tokens, :mod:`dare.backends.decoding.dkv_cache`); caches are the entries of
+``registry.caches``, each runs under every masked-diffusion commit rule.
 Parallel commits come from ``threshold`` (top-1 plus all >= tau) or ``factor``.
 Masked-diffusion models (LLaDA, Dream) get the cached loop; block-diffusion models (SDAR, LLaDA2.x)
 already decode with their exact block cache, so they accept only ``cache=none`` and run the reference.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 
 import torch
-from dare.backends.decoding.fastdllm import POLICIES, cached_decoder
+from dare.backends.decoding.fastdllm import POLICIES, cache_options, cache_reads, cache_strategy, cached_decoder
 from dare.backends.models.checkpoint import official_names
 from dare.harness.errors import ConfigError, ModelError
 from dare.harness.options import DecoderInfo
@@ -35,20 +37,26 @@ class FastDllmEngine(TorchEngine):
     def _decoder(self, decoding: DecodingConfig):
         reference = super()._decoder(decoding)  # the registered reference decoder (or a ConfigError)
         if reference not in POLICIES:
-            if decoding.cache != "none":
+            if decoding.cache != "none" and self.arch.decoding_family == "block":
                 raise ConfigError(f"cache={decoding.cache} applies to masked-diffusion models (LLaDA, Dream); "
                                   f"{self.arch.name} already decodes with its exact block cache: use cache=none")
+            if decoding.cache != "none":
+                raise ConfigError(f"remasking={decoding.remasking} runs its own forward and no KV cache; "
+                                  "use cache=none or another remasking")
             return reference
+        cache_strategy(decoding.cache, self.arch.decoding_family)  # unknown cache or family: one line, rc 2
         return cached_decoder(reference, decoding.cache)
 
     def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
-        """The reference decoder's declaration; the masked-diffusion ones also read ``cache``."""
+        """The reference decoder's declaration; the masked-diffusion ones also read ``cache``, and under a
+        cache its options and fields (e.g. dKV's ``dkv_refresh``; no ``cfg_scale``)."""
         info = super().decoder(decoding)
         cached = {name for name in info.catalog if decoders.get(name) in POLICIES}
-        catalog = {name: reads | {"cache"} if name in cached else reads for name, reads in info.catalog.items()}
-        reads = catalog.get(info.name, info.reads | ({"cache"} if decoders.get(info.name) in POLICIES else set()))
-        return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=frozenset(reads),
-                           options=info.options, catalog={f"fastdllm:{n}": r for n, r in catalog.items()},
+        mode = decoding.cache
+        catalog = {name: cache_reads(reads, mode) if name in cached else reads for name, reads in info.catalog.items()}
+        options = cache_options(info.options, mode) if info.name in cached else info.options
+        return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=frozenset(catalog[info.name]),
+                           options=options, catalog={f"fastdllm:{n}": r for n, r in catalog.items()},
                            namespaces=info.namespaces)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:
