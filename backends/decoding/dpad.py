@@ -1,0 +1,115 @@
+"""DPad (suffix dropout with a sliding window) as a forward of the masked-diffusion block loop, LLaDA.
+
+After Chen et al., "DPad: Efficient Diffusion Language Models with Suffix Dropout"; reference
+implementation Crys-Chen/DPad, llada/generate_dropout.py, ``generate`` with the samplers of
+llada/sampler.py (commit 461b36e). At the start of each block only some of the masked suffix columns
+after the block are kept in the forward; the rest are dropped from it (neither queries nor keys). Every
+kept column keeps its own RoPE position (the authors' adapted RoPE), and the commit rule is plain
+low confidence (or its threshold / factor rule) on the active block. With n suffix columns after the
+block (distance d = 1..n from its end) and W = ``dpad_window`` (default: gen_length):
+
+- ``dpad_dropout="gaussian"`` (distance-decayed, the authors' DPad): column d is kept when u_d < pdf(d),
+  u_d ~ U(0, 1) float32, pdf(d) = scale * exp(-x^2 / 2) / sqrt(2 pi) with x the d-th point of
+  linspace(0, sigma, W), pdf = 0 beyond the window (``dpad_sigma``, ``dpad_scale``: the authors' -k, -sc);
+- ``dpad_dropout="uniform"``: ``dpad_keep`` columns drawn uniformly among the first min(n, W)
+  (all n when ``dpad_keep`` >= n).
+
+Randomness contract: the draws of a row come from its own generator, a CPU ``torch.Generator`` seeded
+with the row's request seed (``gens[r].initial_seed()``), one draw per block in block order (n floats
+for gaussian, a permutation of min(n, W) for uniform), exactly what the authors' code draws from the
+global generator after ``torch.manual_seed(seed)``. So a row's kept columns depend on its seed alone
+(not on its neighbours, the device, or sampling noise at T > 0). Differences from the reference: its
+batch shares one dropout pattern and its code runs one prompt at a time; here each row draws its own
+and rows are padded (masked keys) to the batch's widest kept suffix. The authors build the Gaussian
+pdf on CUDA; here it is the same float32 formula on the CPU. The authors' ``early_termination`` (fill
+the canvas with EOS after a block containing one) is not implemented: the texts are the same (truncated
+at the first EOS), the NFE is the full loop's.
+
+NFE: the forwards run; the official uncached loop runs the same (``nfe_official`` = ``nfe``). DPad saves
+forward width, not forward count. The Fast-dLLM caches (the authors' ``generate_with_prefix_cache`` /
+``_dual_cache``) are not composed here: the decoder has its own forward and declares no ``policy``, so the
+Fast-dLLM engine refuses it with a cache. Shapes: B rows, L canvas length, K block length, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from dare.harness.errors import ConfigError
+
+from . import llada
+from .common import option
+from .mdm import _net, decode_masked_diffusion
+
+DEFAULTS = {"dpad_dropout": "gaussian", "dpad_window": None, "dpad_sigma": 4.0, "dpad_scale": 2.0, "dpad_keep": 0}
+
+
+def gaussian_pdf(window: int, length: int, sigma: float, scale: float) -> torch.Tensor:
+    """Keep probability per suffix distance (length,) float32: the authors' float32 formula, 0 past ``window``."""
+    x = torch.linspace(0.0, sigma, window)
+    pdf = scale * torch.exp(-0.5 * x ** 2) / torch.sqrt(torch.tensor(2 * math.pi))
+    return torch.cat([pdf, torch.zeros(length - window)])
+
+
+def kept_offsets(n: int, dropout: str, window: int, pdf: torch.Tensor, keep: int, gen: torch.Generator) -> torch.Tensor:
+    """Sorted offsets (0 = the column right after the block) of the kept suffix columns of one row, (n_kept,)."""
+    if dropout == "gaussian":
+        return torch.nonzero(torch.rand(n, generator=gen) < pdf[:n])[:, 0]
+    if keep >= n:
+        return torch.arange(n)
+    return torch.sort(torch.randperm(min(n, window), generator=gen)[:keep]).values
+
+
+class _Dropout:
+    """Per-decode state: each row's dropout generator and the settings; builds the forward of a block."""
+
+    def __init__(self, model, canvas, cfg, gens):
+        self.model, self.canvas, self.cfg = model, canvas, cfg
+        values = {k: option(cfg, k, v) for k, v in DEFAULTS.items()}
+        self.dropout, self.keep = values["dpad_dropout"], int(values["dpad_keep"])
+        self.window = int(values["dpad_window"] or cfg.gen_length)
+        if not 1 <= self.window <= cfg.gen_length:
+            raise ConfigError(f"dpad_window={self.window} must be between 1 and gen_length ({cfg.gen_length}); "
+                              "lower it or leave it unset (the whole suffix)")
+        if self.dropout not in ("gaussian", "uniform"):
+            raise ConfigError(f"dpad_dropout={self.dropout!r} is unknown; use gaussian or uniform")
+        self.pdf = gaussian_pdf(self.window, cfg.gen_length, float(values["dpad_sigma"]), float(values["dpad_scale"]))
+        self.gens = [torch.Generator().manual_seed(g.initial_seed()) for g in gens]
+        self.end = canvas.gen_start + cfg.gen_length
+
+    def columns(self, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Canvas columns of this block's forward (B, hi + S) and their validity (B, hi + S): all columns before
+        ``hi`` (the block's end), then each row's kept suffix columns, padded to the widest row S."""
+        n = self.end - hi
+        kept = [hi + kept_offsets(n, self.dropout, self.window, self.pdf, self.keep, g) for g in self.gens]
+        width = max(len(k) for k in kept)
+        device = self.canvas.tokens.device
+        suffix = torch.full((len(kept), width), hi - 1, dtype=torch.long)  # padding: any column, masked as a key
+        present = torch.zeros((len(kept), width), dtype=torch.bool)
+        for r, k in enumerate(kept):
+            suffix[r, :len(k)], present[r, :len(k)] = k, True
+        prefix = torch.arange(hi).expand(len(kept), -1)
+        index = torch.cat([prefix, suffix], 1).to(device)
+        valid = self.canvas.valid.gather(1, index) & torch.cat([torch.ones_like(prefix, dtype=torch.bool), present], 1).to(device)
+        return index, valid
+
+    def block_forward(self, lo: int):
+        """The forward of the block at column ``lo``: ``(x, first) -> (logits (B, K, V), 1)`` over the kept columns."""
+        index, valid = self.columns(lo + self.cfg.block_length)
+        positions, key_mask = self.canvas.positions.gather(1, index), valid[:, None, None, :]
+        window = (lo, lo + self.cfg.block_length)  # the prefix is kept whole: block columns keep their indices
+
+        def forward(x, first):
+            return _net(self.model, x.gather(1, index), positions, key_mask, window), 1
+
+        return forward
+
+
+def decode_dpad(model, canvas, cfg, gens):
+    """DPad through :func:`.mdm.decode_masked_diffusion`: the low-confidence rule on a suffix-dropped forward."""
+    if model.arch.shift_logits:
+        raise ConfigError("remasking=dpad is implemented for LLaDA-style (unshifted) models; use another remasking")
+    state = _Dropout(model, canvas, cfg, gens)
+    return decode_masked_diffusion(model, canvas, cfg, gens, llada.low_confidence, state.block_forward)
