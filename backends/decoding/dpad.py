@@ -25,10 +25,16 @@ pdf on CUDA; here it is the same float32 formula on the CPU. The authors' ``earl
 the canvas with EOS after a block containing one) is not implemented: the texts are the same (truncated
 at the first EOS), the NFE is the full loop's.
 
-NFE: the forwards run; the official uncached loop runs the same (``nfe_official`` = ``nfe``). DPad saves
-forward width, not forward count. The Fast-dLLM caches (the authors' ``generate_with_prefix_cache`` /
-``_dual_cache``) are not composed here: the decoder has its own forward and declares no ``policy``, so the
-Fast-dLLM engine refuses it with a cache. Shapes: B rows, L canvas length, K block length, V vocabulary.
+Caches: the Fast-dLLM engine runs the same selection under its prefix and dual caches
+(``--engine fastdllm --set cache=prefix|dual``; :func:`.fastdllm.cached_decoder` reads ``decode.columns``),
+as the authors' ``generate_with_prefix_cache`` / ``generate_with_dual_cache`` do: the block-start pass over
+the kept columns fills the cache, later steps forward the block and the kept suffix (prefix) or the block
+alone (dual, the kept suffix frozen in the cache).
+
+NFE: the forwards run. The authors' loops count the same, cached ones included: they test for a full block
+before counting another pass, so unlike NVlabs' Fast-dLLM loops no pass follows a block the block-start
+pass filled (``nfe_official`` = ``nfe``). DPad saves forward width, not forward count.
+Shapes: B rows, L canvas length, K block length, V vocabulary, S widest kept suffix.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ import torch
 from dare.harness.errors import ConfigError
 
 from . import llada
-from .common import option
-from .mdm import _net, decode_masked_diffusion
+from .common import Canvas, option
+from .mdm import _forward, decode_masked_diffusion
 
 DEFAULTS = {"dpad_dropout": "gaussian", "dpad_window": None, "dpad_sigma": 4.0, "dpad_scale": 2.0, "dpad_keep": 0}
 
@@ -62,10 +68,13 @@ def kept_offsets(n: int, dropout: str, window: int, pdf: torch.Tensor, keep: int
     return torch.sort(torch.randperm(min(n, window), generator=gen)[:keep]).values
 
 
-class _Dropout:
-    """Per-decode state: each row's dropout generator and the settings; builds the forward of a block."""
+class Dropout:
+    """Per-decode state: each row's dropout generator and the settings; selects the columns of each block's
+    forward and runs a forward (uncached, or a Fast-dLLM cache) over that selection."""
 
-    def __init__(self, model, canvas, cfg, gens):
+    def __init__(self, model, canvas: Canvas, cfg, gens: list[torch.Generator]):
+        if model.arch.shift_logits:
+            raise ConfigError("remasking=dpad is implemented for LLaDA-style (unshifted) models; use another remasking")
         self.model, self.canvas, self.cfg = model, canvas, cfg
         values = {k: option(cfg, k, v) for k, v in DEFAULTS.items()}
         self.dropout, self.keep = values["dpad_dropout"], int(values["dpad_keep"])
@@ -95,21 +104,31 @@ class _Dropout:
         valid = self.canvas.valid.gather(1, index) & torch.cat([torch.ones_like(prefix, dtype=torch.bool), present], 1).to(device)
         return index, valid
 
-    def block_forward(self, lo: int):
-        """The forward of the block at column ``lo``: ``(x, first) -> (logits (B, K, V), 1)`` over the kept columns."""
+    def block_forward(self, lo: int, forward_of=None):
+        """The forward of the block at column ``lo``: ``(x, first) -> (logits (B, K, V), cost)`` over the kept
+        columns. ``forward_of(view, lo)`` builds the inner forward on the selected columns' canvas ``view``
+        (default: a full pass); the prefix is kept whole, so the block keeps its column indices there."""
         index, valid = self.columns(lo + self.cfg.block_length)
-        positions, key_mask = self.canvas.positions.gather(1, index), valid[:, None, None, :]
-        window = (lo, lo + self.cfg.block_length)  # the prefix is kept whole: block columns keep their indices
+        c = self.canvas
+        view = Canvas(c.tokens.gather(1, index), valid, c.positions.gather(1, index), c.gen_start, c.gen_length,
+                      c.prompt_len)
+        if forward_of is None:
+            inner = lambda x, first: _forward(self.model, view, x, self.cfg, lo, lo + self.cfg.block_length)  # noqa: E731
+        else:
+            inner = forward_of(view, lo)
 
         def forward(x, first):
-            return _net(self.model, x.gather(1, index), positions, key_mask, window), 1
+            return inner(x.gather(1, index), first)
 
+        # the authors' cached loops check the block before counting a pass: none after a block the first pass filled
+        forward.official_pass_after_first = False
         return forward
 
 
 def decode_dpad(model, canvas, cfg, gens):
     """DPad through :func:`.mdm.decode_masked_diffusion`: the low-confidence rule on a suffix-dropped forward."""
-    if model.arch.shift_logits:
-        raise ConfigError("remasking=dpad is implemented for LLaDA-style (unshifted) models; use another remasking")
-    state = _Dropout(model, canvas, cfg, gens)
-    return decode_masked_diffusion(model, canvas, cfg, gens, llada.low_confidence, state.block_forward)
+    state = Dropout(model, canvas, cfg, gens)
+    return decode_masked_diffusion(model, canvas, cfg, gens, POLICY, state.block_forward)
+
+
+POLICY = llada.low_confidence  # the authors' commit rule (get_transfer_index: quota, or threshold)

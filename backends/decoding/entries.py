@@ -101,6 +101,7 @@ def _declare(decode, reads: frozenset[str], options: type[Options]):
     decode.reads = reads  # type: ignore[attr-defined]
     decode.Options = options  # type: ignore[attr-defined]
     decode.version = "1"  # type: ignore[attr-defined]
+    decode.columns = None  # type: ignore[attr-defined]  (or the canvas columns of each block's forward: DPad)
     return decode
 
 
@@ -126,7 +127,8 @@ _PARALLEL = COMMON | {"threshold", "factor"}
 llada_low_confidence = _mdm(llada.low_confidence, _PARALLEL, LladaOptions)
 llada_pc_sampler = _mdm(pc_sampler.pc_sampler, COMMON, PcSamplerOptions)
 llada_klass = _declare(decode_klass, COMMON, KlassOptions)  # its own logits window: no Fast-dLLM cache
-llada_dpad = _declare(dpad.decode_dpad, _PARALLEL, DpadOptions)  # its own forward: no Fast-dLLM cache
+llada_dpad = _declare(dpad.decode_dpad, _PARALLEL, DpadOptions)
+llada_dpad.policy, llada_dpad.columns = dpad.POLICY, dpad.Dropout  # the Fast-dLLM caches run over its columns
 llada_random = _mdm(llada.random_remasking, _PARALLEL, LladaRandomOptions)
 dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
 dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)

@@ -30,6 +30,7 @@ Shapes: B rows, L canvas length, K block length, V vocabulary, G gen_length.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -91,14 +92,22 @@ class _Forward:
 
 
 def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator], policy,
-                  mode: str | None = None) -> DecodeResult:
+                  mode: str | None = None, columns=None) -> DecodeResult:
     """The reference block loop with Fast-dLLM forwards; ``policy`` as in :mod:`.mdm`,
-    ``mode`` one of none / prefix / dual (default ``cfg.cache``)."""
+    ``mode`` one of none / prefix / dual (default ``cfg.cache``). ``columns(model, canvas, cfg, gens)``, from a
+    decoder that selects the canvas columns of each block's forward (DPad), runs the cache over that selection."""
     mode = mode or cfg.cache
     if mode != "none" and mode not in CACHES:
         raise ConfigError(f"cache={mode!r} is unknown; use none, prefix or dual")
-    return decode_masked_diffusion(model, canvas, cfg, gens, policy,
-                                   block_forward=lambda lo: _Forward(model, canvas, cfg, lo, mode))
+
+    def forward_of(view: Canvas, lo: int) -> _Forward:
+        return _Forward(model, view, cfg, lo, mode)
+
+    if columns is None:
+        block_forward = lambda lo: forward_of(canvas, lo)  # noqa: E731
+    else:
+        block_forward = functools.partial(columns(model, canvas, cfg, gens).block_forward, forward_of=forward_of)
+    return decode_masked_diffusion(model, canvas, cfg, gens, policy, block_forward=block_forward)
 
 
 def cached_decoder(reference: Callable, mode: str) -> Callable:
@@ -108,8 +117,10 @@ def cached_decoder(reference: Callable, mode: str) -> Callable:
         raise ConfigError(f"the Fast-dLLM engine has no cached version of decoder {reference.__name__!r}; "
                           "use the torch engine for it")
 
+    columns = reference.columns  # declared by every entry: None, or its own column selection (DPad)
+
     def decode(model, canvas, cfg, gens):
-        return decode_cached(model, canvas, cfg, gens, policy, mode)
+        return decode_cached(model, canvas, cfg, gens, policy, mode, columns)
 
     decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
     decode.supports_cfg = True  # type: ignore[attr-defined]

@@ -6,7 +6,9 @@ samplers of llada/sampler.py, ``early_termination=False``) run with the shipped 
 weight noise (tests/backends/strategy_model.py; float32, CPU) in place of their model, its positions set to
 their ``q_indices``, on Sudoku prompts 0-2 (one call per prompt after ``torch.manual_seed(seed)``), greedy.
 Settings: Gaussian dropout over the whole suffix and over a 16- and a 32-column window (with a 0.3
-threshold), uniform dropout keeping 4 of 16. NFE is the forwards run (their count).
+threshold), uniform dropout keeping 4 of 16; with their prefix and dual cache loops
+(``generate_with_prefix_cache`` / ``generate_with_dual_cache``), Gaussian over 16 and uniform 8 of 32 with a
+0.3 threshold. NFE is the forwards run (their count).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import pytest
 import torch
 
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.dpad import _Dropout
+from dare.backends.decoding.dpad import Dropout
+from dare.backends.decoding.fastdllm import POLICIES, cached_decoder
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
@@ -28,7 +31,7 @@ from dare.harness.registry import decoders
 from .strategy_model import noisy_tiny_llada
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "dpad_official.json").read_text())
-KEYS = ("dropout", "sigma", "scale", "window", "preserved_tokens", "threshold")
+KEYS = ("dropout", "sigma", "scale", "window", "preserved_tokens", "threshold", "cache")
 SETTINGS = list(dict.fromkeys(tuple(c[k] for k in KEYS) for c in OFFICIAL["cases"]))
 
 
@@ -42,7 +45,7 @@ def _cases(setting):
 
 
 def _extra(setting):
-    dropout, sigma, scale, window, keep, _ = setting
+    dropout, sigma, scale, window, keep, _, _ = setting
     extra = {"dpad_dropout": dropout, "dpad_window": window, "dpad_keep": keep}
     return extra if sigma is None else {**extra, "dpad_sigma": sigma, "dpad_scale": scale}
 
@@ -53,20 +56,22 @@ def _config(cases, name, extra, threshold=None):
                           remasking=name.split(":")[1], threshold=threshold, extra=extra)
 
 
-def _decode(model, name, cases, extra, threshold=None):
+def _decode(model, name, cases, extra, threshold=None, cache="none"):
     cfg = _config(cases, name, extra, threshold)
     canvas = Canvas.build([c["prompt_ids"] for c in cases], cfg.gen_length, model.mask_id, model.pad_id, "cpu")
+    decode = decoders.get(name) if cache == "none" else cached_decoder(decoders.get(name), cache)
     with torch.inference_mode():
-        return decoders.get(name)(model, canvas, cfg, [torch.Generator().manual_seed(c["seed"]) for c in cases])
+        return decode(model, canvas, cfg, [torch.Generator().manual_seed(c["seed"]) for c in cases])
 
 
-@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"{s[0]}-w{s[3]}-th{s[5]}")
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"{s[6]}-{s[0]}-w{s[3]}-th{s[5]}")
 def test_tokens_and_nfe_equal_the_authors_code_batched(llada, setting):
-    cases = _cases(setting)
-    ours = _decode(llada, "mdm:dpad", cases, _extra(setting), setting[5])  # one left-padded batch of three rows
+    cases, cache = _cases(setting), setting[6]  # cache: their generate, or its prefix / dual cache loop
+    ours = _decode(llada, "mdm:dpad", cases, _extra(setting), setting[5], cache)  # one left-padded batch of three rows
     assert ours.tokens.tolist() == [c["tokens"] for c in cases]
     assert ours.nfe.tolist() == [c["nfe"] for c in cases] == [c["forwards"] for c in cases]
-    plain = _decode(llada, "mdm:low_confidence", cases, {}, setting[5])  # the same canvas, nothing dropped
+    assert ours.nfe_official.tolist() == ours.nfe.tolist()  # their cached loops run no pass after a full block
+    plain = _decode(llada, "mdm:low_confidence", cases, {}, setting[5], cache)  # the same canvas, nothing dropped
     assert plain.tokens.tolist() != [c["tokens"] for c in cases]
 
 
@@ -76,12 +81,12 @@ def test_rows_are_decoded_alone_as_in_a_batch(llada):
     assert alone.tokens.tolist() == [cases[1]["tokens"]]
 
 
-@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"{s[0]}-w{s[3]}")
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s[6] == "none"], ids=lambda s: f"{s[0]}-w{s[3]}")
 def test_kept_columns_follow_the_row_seed(llada, setting):
     cases = _cases(setting)  # each row's kept suffix columns per block, drawn from its own seed as theirs
     cfg = _config(cases, "mdm:dpad", _extra(setting), setting[5])
     canvas = Canvas.build([c["prompt_ids"] for c in cases], cfg.gen_length, llada.mask_id, llada.pad_id, "cpu")
-    state = _Dropout(llada, canvas, cfg, [torch.Generator().manual_seed(c["seed"]) for c in cases])
+    state = Dropout(llada, canvas, cfg, [torch.Generator().manual_seed(c["seed"]) for c in cases])
     per_block = []
     for b in range(cfg.gen_length // cfg.block_length):
         index, valid = state.columns(canvas.gen_start + (b + 1) * cfg.block_length)
@@ -102,7 +107,7 @@ def test_options_reads_and_record_key():
     identity = decode.Options().identity()
     assert identity["dpad_dropout"] == "gaussian" and identity["dpad_sigma"] == 4.0 and identity["dpad_window"] is None
     assert {"cache", "cfg_scale"}.isdisjoint(decode.reads) and "threshold" in decode.reads
-    assert not hasattr(decode, "policy")  # its own forward: the Fast-dLLM caches do not run it
+    assert decode in POLICIES and decode.columns is not None  # the Fast-dLLM caches run over its columns
     assert "dream:dpad" not in decoders and "block:dpad" not in decoders
 
 
@@ -123,7 +128,7 @@ def _cli(*args, timeout=180):
     (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "extra={dpad_windw: 8}"], "did you mean 'dpad_window'"),
     (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "extra={dpad_dropout: cosine}"], "dpad_dropout"),
     (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "cfg_scale=1.0"], "cfg_scale"),
-    (["--model", "tiny-llada", "--engine", "fastdllm", "--set", "remasking=dpad", "--set", "cache=dual"], "cache")])
+    (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "cache=dual"], "cache")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
     done = _cli(*args, "--suite", "sudoku", "--dry-run")
     assert done.returncode == 2, done.stderr
