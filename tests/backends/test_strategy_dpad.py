@@ -139,13 +139,17 @@ def test_recorded_and_keyed(tmp_path):
     base = ["--model", "tiny-llada", "--suite", "sudoku", "--limit", "1", "--set", "gen_length=32", "--set", "steps=32",
             "--set", "block_length=16", "--set", "remasking=dpad", "--cache-dir", str(tmp_path / "cache")]
     runs = {}
-    for name, extra in [("a", "{dpad_window: 16}"), ("b", "{dpad_window: 16}"), ("c", "{dpad_window: 8}")]:
-        done = _cli(*base, "--set", f"extra={extra}", "--out", str(tmp_path / name), timeout=300)
+    for name, sets in [("a", ["extra={dpad_window: 16}"]), ("b", ["extra={dpad_window: 16}"]),
+                       ("c", ["extra={dpad_window: 8}"]), ("d", ["extra={dpad_window: 16}", "cache=dual"])]:
+        engine = ["--engine", "fastdllm"] if name == "d" else []
+        done = _cli(*base, *engine, *(a for v in sets for a in ("--set", v)), "--out", str(tmp_path / name), timeout=300)
         assert done.returncode == 0, done.stderr
         runs[name] = json.loads(next((tmp_path / name).rglob("run.json")).read_text())
     decoder = runs["a"]["decoder"]
     assert decoder["name"] == "mdm:dpad" and decoder["options"]["dpad_window"] == 16
-    assert decoder["options"]["dpad_dropout"] == "gaussian"
+    assert decoder["options"]["dpad_dropout"] == "gaussian" and "cache" not in runs["a"]["decoding_fields"]
     assert runs["b"]["counts"]["sudoku"]["cached"] == 1  # the same options: served from the cache
     assert runs["c"]["counts"]["sudoku"]["cached"] == 0  # another window: generated anew
     assert runs["c"]["decoding"]["config_hash"] != runs["a"]["decoding"]["config_hash"]
+    assert runs["d"]["decoder"]["name"] == "fastdllm:mdm:dpad" and "cache" in runs["d"]["decoding_fields"]
+    assert runs["d"]["counts"]["sudoku"]["cached"] == 0 and runs["d"]["decoding"]["cache"] == "dual"
