@@ -153,3 +153,17 @@ def test_recorded_and_keyed(tmp_path):
     assert runs["c"]["decoding"]["config_hash"] != runs["a"]["decoding"]["config_hash"]
     assert runs["d"]["decoder"]["name"] == "fastdllm:mdm:dpad" and "cache" in runs["d"]["decoding_fields"]
     assert runs["d"]["counts"]["sudoku"]["cached"] == 0 and runs["d"]["decoding"]["cache"] == "dual"
+
+
+def test_sampled_rows_do_not_depend_on_their_neighbours(llada):
+    cases = _cases(SETTINGS[1])  # T > 0: sampling noise and dropout from each row's own seed
+    cfg = _config(cases, "mdm:dpad", _extra(SETTINGS[1])).model_copy(update={"temperature": 0.8})
+
+    def run(rows):
+        canvas = Canvas.build([cases[r]["prompt_ids"] for r in rows], cfg.gen_length, llada.mask_id, llada.pad_id, "cpu")
+        with torch.inference_mode():
+            gens = [torch.Generator().manual_seed(cases[r]["seed"]) for r in rows]
+            return decoders.get("mdm:dpad")(llada, canvas, cfg, gens).tokens.tolist()
+
+    batch, alone, swapped = run([0, 1, 2]), run([1]), run([2, 1])
+    assert batch[1] == alone[0] == swapped[1] and batch[2] == swapped[0]
