@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.dpad import Dropout
+from dare.backends.decoding.dpad import Dropout, gaussian_pdf
 from dare.backends.decoding.fastdllm import POLICIES, cached_decoder
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
@@ -89,14 +89,14 @@ def test_kept_columns_follow_the_row_seed(llada, setting):
     state = Dropout(llada, canvas, cfg, [torch.Generator().manual_seed(c["seed"]) for c in cases])
     per_block = []
     for b in range(cfg.gen_length // cfg.block_length):
-        index, valid = state.columns(canvas.gen_start + (b + 1) * cfg.block_length)
-        suffix, keep = index[:, canvas.gen_start + (b + 1) * cfg.block_length:], valid[:, canvas.gen_start + (b + 1) * cfg.block_length:]
+        end = canvas.gen_start + (b + 1) * cfg.block_length
+        index, valid = state.columns(end)
+        suffix, keep = index[:, end:], valid[:, end:]
         per_block.append([(s[k] - canvas.gen_start).tolist() for s, k in zip(suffix, keep)])
     assert [[block[r] for block in per_block] for r in range(len(cases))] == [c["kept_suffix"] for c in cases]
 
 
 def test_gaussian_keep_probability_by_hand():
-    from dare.backends.decoding.dpad import gaussian_pdf
     pdf = gaussian_pdf(5, 8, sigma=4.0, scale=2.0)  # x = 0, 1, 2, 3, 4; 2 * phi(x)
     expected = [0.797885, 0.483941, 0.107982, 0.008864, 0.000268, 0, 0, 0]
     assert pdf.tolist() == pytest.approx(expected, abs=1e-6)
