@@ -38,8 +38,8 @@ pass filled (``nfe_official`` = ``nfe``). DPad saves forward width, not forward 
 Measured (benchmarks/decode_frontier.py's ``run_one``, one process, shared 2-core CPU, 1 thread; tiny-llada,
 Sudoku 0-7, gen 256, block 32, one token per step, default options): accuracy 0/8 for low confidence, 6/8 with
 DPad at 1.6x its tokens/s (1.35x in a second run); Fast-dLLM dual cache 0/8 at 7.0x, dual with DPad 7/8
-at 7.4x. The tiny model is evaluated (and was fine-tuned) at gen 32: DPad hides most of the longer
-masked suffix it never saw in training.
+at 7.4x. The tiny model is evaluated (and was fine-tuned) at gen 32; likely DPad helps by hiding most of the
+longer masked suffix it never saw in training.
 Shapes: B rows, L canvas length, K block length, V vocabulary, S widest kept suffix.
 """
 
