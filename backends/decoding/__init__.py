@@ -9,6 +9,7 @@ _ENTRIES = {
     "mdm:random": ("llada_random", ()),
     "mdm:pc_sampler": ("llada_pc_sampler", ()),
     "mdm:klass": ("llada_klass", ()),
+    "mdm:dpad": ("llada_dpad", ()),
     "dream:origin": ("dream_origin", ()),
     "dream:maskgit_plus": ("dream_maskgit_plus", ("dream:low_confidence",)),
     "dream:topk_margin": ("dream_topk_margin", ("dream:margin",)),

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from dare.harness.options import Options
 
-from . import block, dream, llada, pc_sampler
+from . import block, dpad, dream, llada, pc_sampler
 from .klass import decode_klass
 from .block import decode_blocks
 from .mdm import decode_masked_diffusion
@@ -58,6 +60,18 @@ class KlassOptions(DecoderOptions):
     klass_history: int = 2
 
 
+class DpadOptions(LladaOptions):
+    """DPad: suffix dropout ``dpad_dropout`` (gaussian: distance-decayed with ``dpad_sigma`` and ``dpad_scale``;
+    uniform: ``dpad_keep`` columns) inside a window of ``dpad_window`` suffix columns (None: the whole
+    suffix); the authors' defaults -k 4, -sc 2 (see :mod:`.dpad`)."""
+
+    dpad_dropout: Literal["gaussian", "uniform"] = dpad.DEFAULTS["dpad_dropout"]
+    dpad_window: int | None = Field(dpad.DEFAULTS["dpad_window"], ge=1)
+    dpad_sigma: float = Field(dpad.DEFAULTS["dpad_sigma"], gt=0)
+    dpad_scale: float = Field(dpad.DEFAULTS["dpad_scale"], gt=0)
+    dpad_keep: int = Field(dpad.DEFAULTS["dpad_keep"], ge=0)
+
+
 class DreamOriginOptions(Options):
     record_trajectory: bool = False
     eps: float = 1e-3
@@ -87,6 +101,7 @@ def _declare(decode, reads: frozenset[str], options: type[Options]):
     decode.reads = reads  # type: ignore[attr-defined]
     decode.Options = options  # type: ignore[attr-defined]
     decode.version = "1"  # type: ignore[attr-defined]
+    decode.columns = None  # type: ignore[attr-defined]  (or the canvas columns of each block's forward: DPad)
     return decode
 
 
@@ -112,6 +127,8 @@ _PARALLEL = COMMON | {"threshold", "factor"}
 llada_low_confidence = _mdm(llada.low_confidence, _PARALLEL, LladaOptions)
 llada_pc_sampler = _mdm(pc_sampler.pc_sampler, COMMON, PcSamplerOptions)
 llada_klass = _declare(decode_klass, COMMON, KlassOptions)  # its own logits window: no Fast-dLLM cache
+llada_dpad = _declare(dpad.decode_dpad, _PARALLEL, DpadOptions)
+llada_dpad.policy, llada_dpad.columns = dpad.POLICY, dpad.Dropout  # the Fast-dLLM caches run over its columns
 llada_random = _mdm(llada.random_remasking, _PARALLEL, LladaRandomOptions)
 dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
 dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import torch
 from dare.harness.errors import ConfigError
@@ -147,16 +147,25 @@ class _Forward:
 
 
 def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator], policy,
-                  mode: str | None = None) -> DecodeResult:
+                  mode: str | None = None, columns=None) -> DecodeResult:
     """The reference block loop with a registered cache's forwards; ``policy`` as in :mod:`.mdm`,
-    ``mode`` none or a name in ``registry.caches`` (default ``cfg.cache``)."""
+    ``mode`` none or a name in ``registry.caches`` (default ``cfg.cache``). ``columns(model, canvas, cfg,
+    gens)``, from a decoder that selects the canvas columns of each block's forward (DPad), runs the cache
+    over that selection (the Fast-dLLM caches only: their parity with the authors' DPad loops is tested)."""
     mode = mode or cfg.cache
     strategy = cache_strategy(mode, model.arch.decoding_family)
-    if strategy is None:
-        return decode_masked_diffusion(model, canvas, cfg, gens, policy,
-                                       block_forward=lambda lo: _Forward(model, canvas, cfg, lo, "none"))
-    return decode_masked_diffusion(model, canvas, cfg, gens, policy,
-                                   block_forward=lambda lo: strategy.forward(model, canvas, cfg, lo))
+
+    def forward_of(view: Canvas, lo: int):
+        return strategy.forward(model, view, cfg, lo) if strategy else _Forward(model, view, cfg, lo, "none")
+
+    if columns is None:
+        block_forward = lambda lo: forward_of(canvas, lo)  # noqa: E731
+    else:
+        block_forward = partial(columns(model, canvas, cfg, gens).block_forward, forward_of=forward_of)
+    return decode_masked_diffusion(model, canvas, cfg, gens, policy, block_forward=block_forward)
+
+
+COLUMN_CACHES = ("none", "prefix", "dual")  # tested with a column selection against the authors' DPad loops
 
 
 def cached_decoder(reference: Callable, mode: str) -> Callable:
@@ -166,8 +175,13 @@ def cached_decoder(reference: Callable, mode: str) -> Callable:
         raise ConfigError(f"the Fast-dLLM engine has no cached version of decoder {reference.__name__!r}; "
                           "use the torch engine for it")
 
+    columns = reference.columns  # declared by every entry: None, or its own column selection (DPad)
+    if columns is not None and mode not in COLUMN_CACHES:
+        raise ConfigError(f"cache={mode} does not run over the column selection of decoder {reference.__name__!r}; "
+                          f"use cache={' or '.join(COLUMN_CACHES)}")
+
     def decode(model, canvas, cfg, gens):
-        return decode_cached(model, canvas, cfg, gens, policy, mode)
+        return decode_cached(model, canvas, cfg, gens, policy, mode, columns)
 
     decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
     decode.supports_cfg = "cfg_scale" in cache_reads(reference.reads, mode)  # type: ignore[attr-defined]

@@ -25,11 +25,11 @@ def test_masked_family_lists_rules_and_caches(monkeypatch, tmp_path):
     out = tmp_path / "f.json"
     _run(monkeypatch, ["--model", "tiny-llada", "--suite", "sudoku", "--json", str(out), "--limit", "2",
                        "--gen-length", "16", "--block-length", "16", "--batch", "2", "--out", str(tmp_path / "runs"),
-                       "--only", "mdm:low_confidence", "mdm:klass", "mdm:pc_sampler", "fastdllm:dual_threshold",
-                       "fastdllm:dkv"])
+                       "--only", "mdm:low_confidence", "mdm:klass", "mdm:pc_sampler", "mdm:dpad",
+                       "fastdllm:dual_threshold", "fastdllm:dkv"])
     report = json.loads(out.read_text())
     rows = report["strategies"]
-    assert set(rows) == {"mdm:low_confidence", "mdm:klass", "mdm:pc_sampler", "fastdllm:dual_threshold",
+    assert set(rows) == {"mdm:low_confidence", "mdm:klass", "mdm:pc_sampler", "mdm:dpad", "fastdllm:dual_threshold",
                          "fastdllm:dkv"}
     assert rows["mdm:low_confidence"]["speedup"] == 1.0 and rows["mdm:low_confidence"]["nfe_per_token"] == 1.0
     for label, row in rows.items():
