@@ -14,7 +14,8 @@ Grouping rule. Two complete runs share a frontier when everything but the strate
 The strategy itself, what varies along a frontier, is the engine (and its options), the decoder (and its
 typed options) and :data:`STRATEGY_FIELDS` (remasking rule, step budget, parallel-commit threshold or
 factor, cache mode). A strategy run twice counts once (the newest run). Groups with one strategy have
-no frontier. Partial and failed runs never enter: their timing covers an unknown share of the work.
+no frontier. Partial and failed runs never enter (their timing covers an unknown share of the work),
+nor runs without metrics.
 
 Speed comes from the record: tokens/s = generations x gen_length (canvas tokens, as
 benchmarks/decode_frontier.py counts them) over the benchmarks' ``generate_s`` timings, with
@@ -104,7 +105,7 @@ def build_frontiers(runs: list[LoadedRun]) -> list[Frontier]:
     """Group ``runs`` by :func:`group_key`; one :class:`Frontier` per group of two or more strategies."""
     groups: dict[str, dict[str, LoadedRun]] = defaultdict(dict)
     for run in sorted(runs, key=lambda r: (r.record.created_at, r.key)):
-        if run.record.status == "complete":
+        if run.record.status == "complete" and run.record.metrics and all(run.record.metrics.values()):
             groups[group_key(run.record)][strategy_key(run.record)] = run  # the newest rerun wins
     frontiers = []
     for key, by_strategy in sorted(groups.items()):

@@ -56,7 +56,7 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
     """One chart: accuracy (y, with its interval) against ``attr`` of each point; empty without data."""
     shown = [p for p in points if getattr(p, attr) is not None]
     if not shown:
-        return f'<p class="empty">No run records {escape(label)}.</p>'
+        return f'<p class="empty">No run of this group records its {escape(label)}.</p>'
     x0, x1, y0, y1 = _bounds(shown, attr)
     left, right, bottom, top = PAD[0], WIDTH - PAD[1], HEIGHT - PAD[2], PAD[3]
 

@@ -61,7 +61,7 @@ def write_page(site: Path, title: str, frontiers: list[dict[str, str]] | None = 
     scripts += '\n<script src="data/index.js"></script>\n'
     scripts += "\n".join(f'<script src="assets/{name}"></script>' for name in SCRIPTS[1:])
     links = "".join(f' <a href="{escape(f["href"])}">{escape(f["title"])}</a>' for f in frontiers or [])
-    nav = f'<nav id="frontiers" aria-label="accuracy-speed frontiers"><a href="frontier/index.html">Frontiers</a>:{links}</nav>'
+    nav = f'<nav id="frontiers" aria-label="accuracy-speed frontiers">Accuracy-speed frontiers: <a href="frontier/index.html">all</a>{links}</nav>'
     page = template.replace("{{TITLE}}", escape(title)).replace("{{SCRIPTS}}", scripts)
     page = page.replace("{{FRONTIERS}}", nav if frontiers else "")
     (site / "index.html").write_text(page, encoding="utf-8")

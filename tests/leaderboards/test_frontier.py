@@ -88,3 +88,17 @@ def test_shipped_frontier_records_rebuild_the_figures_of_their_json(model, tmp_p
         assert row["accuracy"] == f"{100 * strategy['accuracy']:.1f}%", label
         assert float(row["tokens_per_s"]) == pytest.approx(strategy["tokens_per_s"], abs=0.06), label
         assert float(row["nfe_per_token"]) == pytest.approx(strategy["nfe_per_token"], abs=6e-4), label
+
+
+def test_a_run_replayed_from_the_cache_has_no_speed_but_keeps_its_nfe_point(tmp_path):
+    root = write_frontier_runs(tmp_path / "runs")
+    path = root / "f02-klass" / "run.json"
+    record = json.loads(path.read_text())
+    record["counts"]["sudoku"].update(generated=0, cached=10)  # nothing generated: generate_s timed no work
+    path.write_text(json.dumps(record))
+    llada = next(f for f in build_frontiers(load_runs([root]).runs) if f.shared["model"] == "tiny-llada")
+    klass = next(p for p in llada.points if p.label == "klass")
+    assert klass.tokens_per_s is None and not klass.front_speed and klass.front_nfe
+    site = build_site([root], tmp_path / "site").out
+    html = (site / page_name("tiny-llada", "sudoku")).read_text()
+    assert html.count('data-label="klass"') == 1  # on the NFE chart only

@@ -4,7 +4,9 @@ every point's link opening its own run's drill-down. Skips only without playwrig
 
 from __future__ import annotations
 
+import json
 import os
+import runpy
 import shutil
 from pathlib import Path
 from urllib.parse import urljoin
@@ -58,8 +60,8 @@ def _open_llada(page, site: Path) -> None:
 def test_index_links_the_overview_and_every_page(page, site):
     page.goto((site / "index.html").as_uri())
     page.wait_for_selector("#table tbody tr")
-    assert page.locator("nav#frontiers a").all_inner_texts() == ["Frontiers", "tiny-llada · sudoku", "tiny-other · sudoku"]
-    page.locator("nav#frontiers a", has_text="Frontiers").click()
+    assert page.locator("nav#frontiers a").all_inner_texts() == ["all", "tiny-llada · sudoku", "tiny-other · sudoku"]
+    page.locator("nav#frontiers").get_by_role("link", name="all", exact=True).click()
     page.wait_for_selector("svg.frontier-chart")
     assert page.title() == "Accuracy-speed frontiers of decoding strategies"
     assert page.locator("svg.frontier-chart").count() == 4  # two charts for each of the two frontiers
@@ -100,3 +102,13 @@ def test_every_point_opens_its_own_run_drill_down(page, site):
     key = margin.get_attribute("data-run")
     margin.locator("circle").click()
     _shows_run(page, key)
+
+
+def test_the_readme_picture_script_rebuilds_a_small_png_from_the_shipped_records(tmp_path, capsys):
+    repo = Path(__file__).resolve().parents[2]
+    script = runpy.run_path(str(repo / "benchmarks" / "frontier_picture.py"))
+    out = tmp_path / "frontier.png"
+    assert script["main"](["--records", str(repo / "docs" / "figures" / "frontier"), "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["bytes"] == out.stat().st_size < 200_000
+    assert report["pages"] == ["tiny-llada · sudoku", "tiny-sdar · sudoku"] and len(report["machine"]) == 1
