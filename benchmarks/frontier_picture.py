@@ -6,7 +6,14 @@
 Builds the static leaderboard from the records (``dare-leaderboard build``'s engine), opens its frontier
 overview (frontier/index.html) in headless Chromium through playwright, as tests/leaderboards does, and
 screenshots the page body. Refresh the records first with benchmarks/decode_frontier.py (one ``--out``
-folder per model under ``--records``), e.g. after a new decoding strategy is registered. The last line
+folder per model under ``--records``), e.g. after a new decoding strategy is registered; the shipped ones:
+
+    python benchmarks/decode_frontier.py --model tiny-llada --suite sudoku --limit 32 --threads 1 \
+        --out docs/figures/frontier/tiny-llada --json docs/figures/frontier/tiny-llada/frontier.json
+    python benchmarks/decode_frontier.py --model tiny-sdar --suite sudoku --limit 32 --threads 1 \
+        --gen-length 64 --block-length 4 --out docs/figures/frontier/tiny-sdar --json docs/figures/frontier/tiny-sdar/frontier.json
+
+(delete the old run directories first: a strategy run twice is shown once, the newest). The last line
 printed is one JSON object: the picture, its size, the frontier pages and the machine(s) the records
 were measured on, read from their environment (for the README's sentence).
 """
