@@ -8,9 +8,9 @@ overview (frontier/index.html) in headless Chromium through playwright, as tests
 screenshots the page body. Refresh the records first with benchmarks/decode_frontier.py (one ``--out``
 folder per model under ``--records``), e.g. after a new decoding strategy is registered; the shipped ones:
 
-    python benchmarks/decode_frontier.py --model tiny-llada --suite sudoku --limit 32 --threads 1 \
+    python benchmarks/decode_frontier.py --model tiny-llada --suite sudoku --limit 32 --threads 1 --repeat 3 \
         --out docs/figures/frontier/tiny-llada --json docs/figures/frontier/tiny-llada/frontier.json
-    python benchmarks/decode_frontier.py --model tiny-sdar --suite sudoku --limit 32 --threads 1 \
+    python benchmarks/decode_frontier.py --model tiny-sdar --suite sudoku --limit 32 --threads 1 --repeat 3 \
         --gen-length 64 --block-length 4 --out docs/figures/frontier/tiny-sdar --json docs/figures/frontier/tiny-sdar/frontier.json
 
 (delete the old run directories first: a strategy run twice is shown once, the newest). The last line

@@ -89,6 +89,7 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
     clusters: dict[tuple[int, int], list[Point]] = {}  # points drawn on the same pixel share one label
     for point in shown:
         clusters.setdefault((round(sx(getattr(point, attr))), round(sy(point.accuracy))), []).append(point)
+    placed += [(x - 6, y - 6, x + 6, y + 6) for x, y in clusters]  # labels keep off every marker
     for point in sorted(shown, key=lambda p: getattr(p, front_attr)):  # front points drawn last, on top
         on = getattr(point, front_attr)
         x, y = sx(getattr(point, attr)), sy(point.accuracy)
@@ -115,20 +116,25 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
 
 def _place_label(text: str, x: float, y: float, placed: list, left: float, right: float, top: float,
                  bottom: float) -> tuple[float, float, str]:
-    """The first spot (right, left, above, below the marker) inside the plot that overlaps no placed
-    label; else the first inside; the chosen box is added to ``placed``."""
+    """Where a label goes: the first spot around the marker (right, left, above, below, then further out)
+    inside the plot that overlaps nothing in ``placed`` (labels, markers, legend), else the inside spot
+    that overlaps least. The chosen box joins ``placed``."""
     width, height = 6.3 * len(text), 12.0
-    options = [(x + dx, y + dy, anchor) for dy in (4, -9, 17, -22, 30) for dx, anchor in ((8, "start"), (-8, "end"))]
+    options = [(x + 8, y + 4, "start"), (x - 8, y + 4, "end"), (x, y - 9, "middle"), (x, y + 17, "middle")]
+    options += [(x + dx, y + dy, anchor) for dy in (-9, 17, -22, 30) for dx, anchor in ((8, "start"), (-8, "end"))]
 
     def box(option):
         tx, ty, anchor = option
-        x0 = tx if anchor == "start" else tx - width
+        x0 = {"start": tx, "end": tx - width, "middle": tx - width / 2}[anchor]
         return (x0, ty - height + 2, x0 + width, ty + 2)
 
+    def overlap(a, b) -> float:
+        return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
     inside = [o for o in options if box(o)[0] >= left and box(o)[2] <= right and box(o)[1] >= top and box(o)[3] <= bottom]
-    clear = [o for o in inside if all(box(o)[2] < b[0] or box(o)[0] > b[2] or box(o)[3] < b[1] or box(o)[1] > b[3]
-                                      for b in placed)]
-    chosen = (clear or inside or options)[0]
+    chosen = min(inside, key=lambda o: sum(overlap(box(o), b) for b in placed)) if inside else options[0]
+    clear = [o for o in inside if not any(overlap(box(o), b) for b in placed)]
+    chosen = clear[0] if clear else chosen
     placed.append(box(chosen))
     return chosen
 

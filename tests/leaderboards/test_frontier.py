@@ -102,3 +102,10 @@ def test_a_run_replayed_from_the_cache_has_no_speed_but_keeps_its_nfe_point(tmp_
     site = build_site([root], tmp_path / "site").out
     html = (site / page_name("tiny-llada", "sudoku")).read_text()
     assert html.count('data-label="klass"') == 1  # on the NFE chart only
+
+
+def test_axis_ticks_are_round_and_cover_the_range():
+    from dare.leaderboards.frontier_page import nice_ticks
+    assert nice_ticks(0.0, 1082.0) == [0, 200, 400, 600, 800, 1000]
+    assert nice_ticks(0.54, 1.02) == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    assert nice_ticks(0.0, 0.0) == [0.0]  # a constant axis still gets one tick
