@@ -19,7 +19,7 @@ from dare.harness.errors import InputError
 from . import curves, frontier_page, site
 from .comparability import REFERENCE_RULE
 from .exports import row_json, write_exports
-from .frontier import build_frontiers
+from .frontier import build_frontiers, frontier_groups
 from .loading import LoadedRun, SkippedRun, load_runs
 from .samples import CellSamples, collect_run_samples
 from .statistics import N_BOOT, paired_tables, pairs_for_baseline
@@ -51,9 +51,10 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
     defaults = resolve_baseline(tables, baseline)
     stage = site.staging_dir(out)
     try:
-        frontiers = build_frontiers(loaded.runs)
         # A frontier point may be a run the table does not show (a rerun's older run): its drill-down needs samples too.
-        samples = _collect_samples(tables, stage, [p.run for f in frontiers for p in f.points])
+        points = [run for group in frontier_groups(loaded.runs).values() for run in group]
+        samples = _collect_samples(tables, stage, points)
+        frontiers = build_frontiers(loaded.runs, lambda run: _nfe_sums(run, samples))
         with_pairs = _write_pairs(tables, samples, stage, n_boot)
         sparks = _write_runs(loaded.runs, samples, stage)
         shards = {key: cell.shard for key, cell in samples.items() if cell.shard}
@@ -108,6 +109,14 @@ def _collect_samples(tables: list[SuiteTable], stage: Path, more: Sequence[Loade
         for bench, cell_samples in collect_run_samples(run, fields, stage).items():
             collected[(key, bench)] = cell_samples
     return collected
+
+
+def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> tuple[int, int] | None:
+    """(NFE summed, lines) of a run's samples as the one pass counted them; None if a line lacks NFE."""
+    cells = [samples.get((run.key, bench)) for bench in run.record.metrics]
+    if not all(cells) or any(c.nfe_lines != c.lines for c in cells):
+        return None
+    return sum(c.nfe for c in cells), sum(c.lines for c in cells)
 
 
 def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,17 +102,27 @@ def pareto(values: list[tuple[float, float]]) -> list[bool]:
     return [not any(a >= x and s >= y and (a > x or s > y) for a, s in values) for x, y in values]
 
 
-def build_frontiers(runs: list[LoadedRun]) -> list[Frontier]:
-    """Group ``runs`` by :func:`group_key`; one :class:`Frontier` per group of two or more strategies."""
+NfeSums = Callable[[LoadedRun], "tuple[int, int] | None"]  # run -> (NFE summed, generations), or None
+
+
+def frontier_groups(runs: list[LoadedRun]) -> dict[str, list[LoadedRun]]:
+    """Group key -> one run per strategy (the newest), for the groups of two or more strategies."""
     groups: dict[str, dict[str, LoadedRun]] = defaultdict(dict)
     for run in sorted(runs, key=lambda r: (r.record.created_at, r.key)):
         if run.record.status == "complete" and run.record.metrics and all(run.record.metrics.values()):
             groups[group_key(run.record)][strategy_key(run.record)] = run  # the newest rerun wins
+    return {key: list(by.values()) for key, by in sorted(groups.items()) if len(by) >= 2}
+
+
+def build_frontiers(runs: list[LoadedRun], nfe_sums: NfeSums | None = None) -> list[Frontier]:
+    """One :class:`Frontier` per group of :func:`frontier_groups`.
+
+    ``nfe_sums``: where a run's NFE comes from (the site build passes what its one pass over the
+    samples counted); by default each point's samples.jsonl is read here.
+    """
     frontiers = []
-    for key, by_strategy in sorted(groups.items()):
-        if len(by_strategy) < 2:
-            continue
-        points = [_point(run) for run in by_strategy.values()]
+    for key, group in frontier_groups(runs).items():
+        points = [_point(run, nfe_sums or _read_nfe) for run in group]
         points.sort(key=lambda p: (-p.accuracy, -(p.tokens_per_s or 0.0), p.label))
         _name_points(points)
         _mark_fronts(points)
@@ -127,7 +138,7 @@ def page_name(model: str, suite: str) -> str:
     return f"frontier/{slug(model, 32)}-{slug(suite, 24)}-{digest}.html"
 
 
-def _point(run: LoadedRun) -> Point:
+def _point(run: LoadedRun, nfe_sums: NfeSums) -> Point:
     record = run.record
     values = []
     for bench in sorted(record.metrics):
@@ -142,11 +153,13 @@ def _point(run: LoadedRun) -> Point:
     seconds = sum(float(record.timing.get(f"{bench}.generate_s") or 0.0) for bench in record.benchmarks)
     canvas = record.decoding.gen_length
     speed = generated * canvas / seconds if generated and seconds > 0 else None
-    return Point(run, _label(record), accuracy, ci, sum(m.n for m in values), speed, _nfe_per_token(run, canvas))
+    sums = nfe_sums(run)
+    nfe = sums[0] / (sums[1] * canvas) if sums and sums[1] else None  # forwards per canvas token
+    return Point(run, _label(record), accuracy, ci, sum(m.n for m in values), speed, nfe)
 
 
-def _nfe_per_token(run: LoadedRun, canvas: int) -> float | None:
-    """Mean forwards per canvas token over the run's samples; None when a sample has no NFE."""
+def _read_nfe(run: LoadedRun) -> tuple[int, int] | None:
+    """(NFE summed, lines) over the run's samples.jsonl; None when missing or a line has no NFE."""
     path = run.samples_file
     if not path.is_file() or not path.resolve().is_relative_to(run.directory.resolve()):
         return None
@@ -156,7 +169,7 @@ def _nfe_per_token(run: LoadedRun, canvas: int) -> float | None:
         if not isinstance(nfe, int) or isinstance(nfe, bool):
             return None
         total, lines = total + nfe, lines + 1
-    return total / (lines * canvas) if lines else None
+    return total, lines
 
 
 def _label(record: RunRecord) -> str:
