@@ -44,8 +44,10 @@ def machines(records: Path) -> list[str]:
 
 def screenshot(page_file: Path, out: Path, width: int) -> int:
     """Render ``page_file`` in Chromium and write its ``main`` element as PNG; return the byte size."""
-    from playwright.sync_api import sync_playwright
-
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        raise InputError("playwright is not installed; pip install playwright (the dev extra has it)") from exc
     chromium = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if not Path(chromium).is_file():
         raise InputError(f"no Chromium binary at {chromium}; apt-get install chromium or set DARE_CHROMIUM")
@@ -70,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, help="keep the built site here (default: a temporary folder)")
     parser.add_argument("--width", type=int, default=1120, help="viewport width in CSS pixels")
     args = parser.parse_args(argv)
+    if not args.records.is_dir():
+        print(f"frontier_picture: error: --records {args.records}: no such directory; run "
+              f"benchmarks/decode_frontier.py --out {args.records}/<model> first", file=sys.stderr)
+        return 2
     keep = args.site is not None
     site = args.site or Path(tempfile.mkdtemp(prefix="frontier-site-")) / "site"
     try:

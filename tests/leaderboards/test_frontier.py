@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 from html import unescape
 from pathlib import Path
 
@@ -109,3 +110,11 @@ def test_axis_ticks_are_round_and_cover_the_range():
     assert nice_ticks(0.0, 1082.0) == [0, 200, 400, 600, 800, 1000]
     assert nice_ticks(0.54, 1.02) == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
     assert nice_ticks(0.0, 0.0) == [0.0]  # a constant axis still gets one tick
+
+
+def test_the_picture_script_refuses_a_missing_records_folder_in_one_line(tmp_path, capsys):
+    script = runpy.run_path(str(REPO / "benchmarks" / "frontier_picture.py"))
+    assert script["main"](["--records", str(tmp_path / "nowhere"), "--out", str(tmp_path / "f.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--records" in err and "decode_frontier.py" in err
+    assert not (tmp_path / "f.png").exists()
