@@ -21,7 +21,7 @@ Speed comes from the record: tokens/s = generations x gen_length (canvas tokens,
 benchmarks/decode_frontier.py counts them) over the benchmarks' ``generate_s`` timings, with
 ``counts.generated`` as the number of generations timed (cached ones cost no time and are not counted;
 a run that generated nothing has no tokens/s). NFE per token = the samples' ``nfe`` summed over
-(generations x gen_length).
+(generations x gen_length). Speed ratios on the page divide by :func:`reference_point`'s run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dare.harness.records import RunRecord, canonical_json
+from dare.harness.records import DecodingConfig, RunRecord, canonical_json
 
 from .comparability import IDENTITY_GUARDS, reference_order
 from .loading import LoadedRun, iter_sample_lines, slug
@@ -70,7 +70,7 @@ class Frontier:
     key: str
     points: list[Point]
     shared: dict[str, Any] = field(default_factory=dict)
-    reference: Point | None = None  # the comparability reference rule's run (the oldest complete one)
+    reference: Point | None = None  # what the speed ratios divide by: see :func:`reference_point`
 
 
 def group_key(record: RunRecord) -> str:
@@ -126,10 +126,25 @@ def build_frontiers(runs: list[LoadedRun], nfe_sums: NfeSums | None = None) -> l
         points.sort(key=lambda p: (-p.accuracy, -(p.tokens_per_s or 0.0), p.label))
         _name_points(points)
         _mark_fronts(points)
-        reference = min(points, key=lambda p: reference_order(p.run.record))
+        reference = reference_point(points)
         digest = hashlib.sha256(key.encode()).hexdigest()[:8]
         frontiers.append(Frontier(digest, points, _shared(points[0].run.record), reference))
     return frontiers
+
+
+def reference_point(points: list[Point]) -> Point:
+    """The point decoded with DecodingConfig's default strategy (low-confidence remasking, no cache, no
+    threshold, factor or options, one token per step), as decode_frontier.py's reference; the oldest of
+    several (the comparability order), and the oldest point where none is plain."""
+    defaults = DecodingConfig().model_dump()
+
+    def plain(record: RunRecord) -> bool:
+        decoding = record.decoding.model_dump()
+        return decoding["steps"] == decoding["gen_length"] and all(
+            decoding[name] == defaults[name] for name in STRATEGY_FIELDS if name != "steps")
+
+    candidates = [p for p in points if plain(p.run.record)] or points
+    return min(candidates, key=lambda p: reference_order(p.run.record))
 
 
 def page_name(model: str, suite: str) -> str:

@@ -71,7 +71,7 @@ def _page_rows(html: str) -> dict[str, dict[str, str]]:
     rows = {}
     for row in re.findall(r"<tr data-run=.*?</tr>", html):
         cells = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-        rows[cells[-1]] = {"accuracy": cells[2], "tokens_per_s": cells[5], "nfe_per_token": cells[7]}
+        rows[cells[-1]] = {"accuracy": cells[2], "tokens_per_s": cells[5], "ratio": cells[6], "nfe_per_token": cells[7]}
     return rows
 
 
@@ -89,6 +89,8 @@ def test_shipped_frontier_records_rebuild_the_figures_of_their_json(model, tmp_p
         assert row["accuracy"] == f"{100 * strategy['accuracy']:.1f}%", label
         assert float(row["tokens_per_s"]) == pytest.approx(strategy["tokens_per_s"], abs=0.06), label
         assert float(row["nfe_per_token"]) == pytest.approx(strategy["nfe_per_token"], abs=6e-4), label
+        # the page's reference (the default strategy) is the script's <family>:low_confidence
+        assert float(row["ratio"]) == pytest.approx(strategy["speedup"], abs=0.011), label
 
 
 def test_a_run_replayed_from_the_cache_has_no_speed_but_keeps_its_nfe_point(tmp_path):
