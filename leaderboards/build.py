@@ -1,7 +1,7 @@
 """``build_site``: run directories in, static leaderboard out (the engine of ``dare-leaderboard build``).
 
 load records -> table model -> one pass over each shown run's samples (shards + per-item values)
--> paired statistics per suite -> data files, page, exports -> atomic swap into ``out``.
+-> paired statistics per suite -> data files, page, exports, frontier pages -> atomic swap into ``out``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from pathlib import Path
 
 from dare.harness.errors import InputError
 
-from . import curves, site
+from . import curves, frontier_page, site
 from .comparability import REFERENCE_RULE
 from .exports import row_json, write_exports
+from .frontier import build_frontiers, frontier_groups
 from .loading import LoadedRun, SkippedRun, load_runs
 from .samples import CellSamples, collect_run_samples
 from .statistics import N_BOOT, paired_tables, pairs_for_baseline
-from .table import SuiteTable, build_tables, sample_field
+from .table import SuiteTable, build_tables, primary_metric, sample_field
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class BuildReport:
     suites: dict[str, int] = field(default_factory=dict)  # suite -> number of rows
     index_bytes: int = 0
     seconds: float = 0.0
+    frontiers: list[dict[str, str]] = field(default_factory=list)  # [{"title", "href"}] of the frontier pages
 
 
 def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = None,
@@ -49,7 +51,10 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
     defaults = resolve_baseline(tables, baseline)
     stage = site.staging_dir(out)
     try:
-        samples = _collect_samples(tables, stage)
+        # A frontier point may be a run the table does not show (a rerun's older run): its drill-down needs samples too.
+        points = [run for group in frontier_groups(loaded.runs).values() for run in group]
+        samples = _collect_samples(tables, stage, points)
+        frontiers = build_frontiers(loaded.runs, lambda run: _nfe_sums(run, samples))
         with_pairs = _write_pairs(tables, samples, stage, n_boot)
         sparks = _write_runs(loaded.runs, samples, stage)
         shards = {key: cell.shard for key, cell in samples.items() if cell.shard}
@@ -64,13 +69,14 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
                         "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]} for t in tables],
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
-        index_bytes += site.write_page(stage, title)
+        pages = frontier_page.write_pages(stage, frontiers)
+        index_bytes += site.write_page(stage, title, pages)
         site.publish(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
     report = BuildReport(Path(out), len(loaded.runs), loaded.skipped, {t.name: len(t.rows) for t in tables},
-                         index_bytes, time.perf_counter() - started)
+                         index_bytes, time.perf_counter() - started, pages)
     log.info("built %s from %d runs (%d skipped) in %.1f s", out, report.runs, len(report.skipped), report.seconds)
     return report
 
@@ -86,18 +92,31 @@ def resolve_baseline(tables: list[SuiteTable], wanted: str | None) -> dict[str, 
     return chosen
 
 
-def _collect_samples(tables: list[SuiteTable], stage: Path) -> dict[tuple[str, str], CellSamples]:
-    """(run key, benchmark) -> samples of every cell shown, reading each run's file once."""
+def _collect_samples(tables: list[SuiteTable], stage: Path, more: Sequence[LoadedRun] = ()
+                     ) -> dict[tuple[str, str], CellSamples]:
+    """(run key, benchmark) -> samples of every cell shown and of every run in ``more``, reading each
+    run's file once."""
     wanted: dict[str, tuple[LoadedRun, dict[str, str]]] = {}
     for table in tables:
         for row in table.rows:
             for bench, cell in row.cells.items():
                 wanted.setdefault(cell.run.key, (cell.run, {}))[1][bench] = sample_field(cell.metric)
+    for run in more:
+        for bench, metrics in run.record.metrics.items():
+            wanted.setdefault(run.key, (run, {}))[1].setdefault(bench, sample_field(primary_metric(sorted(metrics))))
     collected: dict[tuple[str, str], CellSamples] = {}
     for key, (run, fields) in sorted(wanted.items()):
         for bench, cell_samples in collect_run_samples(run, fields, stage).items():
             collected[(key, bench)] = cell_samples
     return collected
+
+
+def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> tuple[int, int] | None:
+    """(NFE summed, lines) of a run's samples as the one pass counted them; None if a line lacks NFE."""
+    cells = [samples.get((run.key, bench)) for bench in run.record.metrics]
+    if not all(cells) or any(c.nfe_lines != c.lines for c in cells):
+        return None
+    return sum(c.nfe for c in cells), sum(c.lines for c in cells)
 
 
 def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     rows = ", ".join(f"{suite}: {n} rows" for suite, n in report.suites.items())
     print(f"built {report.out / 'index.html'} from {report.runs} runs ({rows}) in {report.seconds:.1f} s; "
-          f"index {report.index_bytes / 1e6:.2f} MB")
+          f"index {report.index_bytes / 1e6:.2f} MB"
+          + (f"; {len(report.frontiers)} frontier page(s) in {report.out / 'frontier'}" if report.frontiers else ""))
     if report.skipped:
         print(f"skipped {len(report.skipped)} invalid run record(s); the warnings above name each file",
               file=sys.stderr)

@@ -28,6 +28,7 @@ class CellSamples:
 
     ``values``: sample id -> mean of the metric field over the k generations (1.0/0.0 for verdicts).
     ``binary``: every value is exactly 0 or 1 (McNemar applies). ``shard``: site-relative JS path.
+    ``nfe``: the lines' forward passes summed over the ``nfe_lines`` lines that record them.
     """
 
     values: dict[str, float] = field(default_factory=dict)
@@ -35,6 +36,8 @@ class CellSamples:
     shard: str | None = None
     lines: int = 0
     verdicts: Counter = field(default_factory=Counter)
+    nfe: int = 0
+    nfe_lines: int = 0
 
 
 def shard_path(run: LoadedRun, benchmark: str) -> str:
@@ -81,6 +84,10 @@ def collect_run_samples(run: LoadedRun, fields: dict[str, str], site: Path) -> d
             cell = cells[bench]
             handles[bench].write(("," if cell.lines else "") + raw + "\n")
             cell.lines += 1
+            nfe = sample.get("nfe")
+            if isinstance(nfe, int) and not isinstance(nfe, bool):
+                cell.nfe += nfe
+                cell.nfe_lines += 1
             status = sample.get("status", "scored")
             verdict = "error" if status == "error" else "unscored" if status == "unscored" else (
                 "pass" if sample.get("passed") else "fail")

@@ -2,7 +2,8 @@
 
 Layout of a site::
 
-    index.html                 the page (title and script tags filled in)
+    index.html                 the page (title, script tags and links to the frontier pages filled in)
+    frontier/*.html            accuracy-speed frontiers per (model, suite), static SVG (frontier_page.py)
     assets/*.js, style.css     package data from dare/leaderboards/assets, copied verbatim
     data/index.js              DARE.register("index", ...): every suite's rows and cells (no samples)
     data/runs/<run>.js         one run's full record and training curve charts (loaded on demand)
@@ -45,8 +46,11 @@ def write_data(site: Path, relative: str, kind: str, key: str, payload: Any) -> 
     return len(text.encode("utf-8"))
 
 
-def write_page(site: Path, title: str) -> int:
-    """Copy the assets and write index.html; return the page's size in bytes."""
+def write_page(site: Path, title: str, frontiers: list[dict[str, str]] | None = None) -> int:
+    """Copy the assets and write index.html; return the page's size in bytes.
+
+    ``frontiers``: ``[{"title", "href"}]`` of the frontier pages, linked from the header.
+    """
     assets = resources.files("dare.leaderboards.assets")
     (site / "assets").mkdir(parents=True, exist_ok=True)
     for entry in assets.iterdir():
@@ -56,7 +60,10 @@ def write_page(site: Path, title: str) -> int:
     scripts = "\n".join(f'<script src="assets/{name}"></script>' for name in SCRIPTS[:1])
     scripts += '\n<script src="data/index.js"></script>\n'
     scripts += "\n".join(f'<script src="assets/{name}"></script>' for name in SCRIPTS[1:])
+    links = "".join(f' <a href="{escape(f["href"])}">{escape(f["title"])}</a>' for f in frontiers or [])
+    nav = f'<nav id="frontiers" aria-label="accuracy-speed frontiers">Accuracy-speed frontiers: <a href="frontier/index.html">all</a>{links}</nav>'
     page = template.replace("{{TITLE}}", escape(title)).replace("{{SCRIPTS}}", scripts)
+    page = page.replace("{{FRONTIERS}}", nav if frontiers else "")
     (site / "index.html").write_text(page, encoding="utf-8")
     (site / MARKER).write_text("built by dare-leaderboard; the whole folder is replaced on rebuild\n")
     return len(page.encode("utf-8"))

@@ -1,0 +1,114 @@
+"""Frontier pages in real headless Chromium, from file:// with no network: reached from the index, the
+Pareto points of the hand-made records (frontier_fixtures.py: one dominated point, a tie) marked, and
+every point's link opening its own run's drill-down. Skips only without playwright or Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+from pathlib import Path
+from urllib.parse import urljoin
+
+import pytest
+from dare.leaderboards.build import build_site
+
+from .frontier_fixtures import EXPECTED, write_frontier_runs
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+CHROMIUM = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).is_file():
+    pytest.skip(f"no Chromium binary at {CHROMIUM} (apt-get install chromium or set DARE_CHROMIUM)", allow_module_level=True)
+
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("frontier-site")
+    report = build_site([write_frontier_runs(root / "runs")], root / "site", title="frontier fixture")
+    assert [f["title"] for f in report.frontiers] == ["tiny-llada · sudoku", "tiny-other · sudoku"]
+    return report.out
+
+
+@pytest.fixture()
+def page():
+    """A page that fails the test on any console error, page error or request leaving file://."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        errors: list[str] = []
+        requests: list[str] = []
+        page.on("console", lambda m: errors.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("request", lambda r: requests.append(r.url))
+        yield page
+        browser.close()
+    assert errors == []
+    assert [url for url in requests if not url.startswith(("file://", "data:"))] == [], "requests left the page"
+
+
+def _open_llada(page, site: Path) -> None:
+    page.goto((site / "index.html").as_uri())
+    page.wait_for_selector("#table tbody tr")
+    page.locator("nav#frontiers a", has_text="tiny-llada · sudoku").click()
+    page.wait_for_selector("svg.frontier-chart")
+
+
+def test_index_links_the_overview_and_every_page(page, site):
+    page.goto((site / "index.html").as_uri())
+    page.wait_for_selector("#table tbody tr")
+    assert page.locator("nav#frontiers a").all_inner_texts() == ["all", "tiny-llada · sudoku", "tiny-other · sudoku"]
+    page.locator("nav#frontiers").get_by_role("link", name="all", exact=True).click()
+    page.wait_for_selector("svg.frontier-chart")
+    assert page.title() == "Accuracy-speed frontiers of decoding strategies"
+    assert page.locator("svg.frontier-chart").count() == 4  # two charts for each of the two frontiers
+
+
+def test_the_pareto_points_are_the_dominance_rule_s(page, site):
+    _open_llada(page, site)
+    speed, nfe = page.locator("svg.frontier-chart").all()
+    for chart, column in ((speed, 3), (nfe, 4)):
+        assert chart.locator("a.point").count() == len(EXPECTED)
+        front = {a.get_attribute("data-label") for a in chart.locator("a.point.front").all()}
+        assert front == {label for label, row in EXPECTED.items() if row[column]}
+    assert "random" not in {a.get_attribute("data-label") for a in speed.locator("a.point.front").all()}
+    table = page.locator("table.frontier-table tbody tr")
+    assert table.count() == len(EXPECTED)
+    tokens = dict(zip(table.locator("td.strategy").all_inner_texts(), table.locator("td.tps").all_inner_texts()))
+    assert tokens == {label: f"{row[1]:.1f}" for label, row in EXPECTED.items()}
+
+
+def _shows_run(page, key: str) -> None:
+    page.wait_for_selector("#sample-list article")  # the record and its samples loaded
+    assert page.locator("#run h2").inner_text() == "tiny-llada · sudoku · sudoku"
+    run_id = key.rsplit("-", 1)[0]  # the fixture's run ids are already file-name safe: key = id-<hash>
+    assert page.locator("#run .sub").inner_text().startswith(f"run {run_id} ·")
+    assert page.locator("#run .error").count() == 0
+
+
+def test_every_point_opens_its_own_run_drill_down(page, site):
+    _open_llada(page, site)
+    frontier_url = page.url
+    targets = {(a.get_attribute("href"), a.get_attribute("data-run")) for a in page.locator("svg.frontier-chart a.point").all()}
+    assert len(targets) == len(EXPECTED)  # both charts link the same six runs, each to its own page
+    for href, key in sorted(targets):
+        page.goto(urljoin(frontier_url, href))
+        _shows_run(page, key)
+    page.goto(frontier_url)  # and a click on a marker follows its link
+    margin = page.locator('svg.frontier-chart a.point[data-label="margin"]').first
+    key = margin.get_attribute("data-run")
+    margin.locator("circle").click()
+    _shows_run(page, key)
+
+
+def test_the_readme_picture_script_rebuilds_a_small_png_from_the_shipped_records(tmp_path, capsys):
+    repo = Path(__file__).resolve().parents[2]
+    script = runpy.run_path(str(repo / "benchmarks" / "frontier_picture.py"))
+    out = tmp_path / "frontier.png"
+    assert script["main"](["--records", str(repo / "docs" / "figures" / "frontier"), "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["bytes"] == out.stat().st_size < 200_000
+    assert report["pages"] == ["tiny-llada · sudoku", "tiny-sdar · sudoku"] and len(report["machine"]) == 1
