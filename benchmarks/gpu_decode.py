@@ -1,5 +1,6 @@
-"""Decoding speed of 8B-shaped dLLMs on one GPU: reference vs Fast-dLLM prefix / dual cache (LLaDA-8B),
-the exact block cache (SDAR-8B), and lmdeploy / SGLang where importable and a checkpoint is given.
+"""Decoding speed of 8B-shaped dLLMs on one GPU: every registered masked-diffusion strategy (commit rules,
+KV caches, DPad under the dual cache) against the uncached reference (LLaDA-8B), the exact block cache
+(SDAR-8B), and lmdeploy / SGLang where importable and a checkpoint is given.
 
     python benchmarks/gpu_decode.py [--lengths 256 1024] [--block-length 32] [--prompt-length 128]
         [--sdar-path ~/models/SDAR-8B-Chat] [--shape 8b|small]
@@ -7,7 +8,7 @@ the exact block cache (SDAR-8B), and lmdeploy / SGLang where importable and a ch
 Weights are random bf16, created directly on the GPU from the real config.json shapes (nothing written
 to disk), so only speed is meaningful. Fixed steps = gen_length (one token per step), greedy, ``--batch`` copies of one prompt (default 1).
 ``--shape small`` shrinks the models (hidden 512, 4 layers) for a quick smoke run.
-The last line is one JSON object: per model and length, tokens/s per mode and ``speedup`` over reference.
+The last line is one JSON object: per model and length, tokens/s per strategy, ``speedup`` over the\nreference and ``peak_mib`` (peak CUDA memory per strategy).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dare.backends.decoding.fastdllm import decode_cached
 from dare.backends.models.loader import LoadedModel
 from dare.backends.models.transformer import DiffusionTransformer
 from dare.harness.records import DecodingConfig
-from dare.harness.registry import architectures, decoders
+from dare.harness.registry import architectures, caches, decoders
 
 LLADA_8B = {"d_model": 4096, "n_heads": 32, "n_kv_heads": 32, "n_layers": 32, "mlp_hidden_size": 12288,
             "vocab_size": 126464, "embedding_size": 126464, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
@@ -71,22 +72,46 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def llada_strategies(model, cfg: DecodingConfig) -> dict:
+    """label -> run(canvas, gens): every registered masked-diffusion rule uncached (``mdm:*``, default
+    options), every registered cache with low confidence, and each column-selecting rule (DPad) under the
+    dual cache; enumerated from the registry, so a new strategy is measured without editing this file."""
+    runners, seen = {}, set()
+    for name in decoders.names():
+        decode = decoders.get(name)
+        if not name.startswith("mdm:") or id(decode) in seen:  # another family, or an alias
+            continue
+        seen.add(id(decode))
+        rule_cfg = cfg.model_copy(update={"remasking": name.split(":", 1)[1]})
+        runners[name] = partial(lambda decode, c, canvas, gens: decode(model, canvas, c, gens), decode, rule_cfg)
+        if getattr(decode, "columns", None) is not None and "dual" in caches.names():
+            runners[f"dual+{name}"] = partial(
+                lambda c, cols, canvas, gens: decode_cached(model, canvas, c, gens, llada.low_confidence, "dual",
+                                                            cols), rule_cfg.model_copy(update={"cache": "dual"}),
+                decode.columns)
+    for mode in caches.names():
+        cache_cfg = cfg.model_copy(update={"cache": mode})
+        runners[f"cache:{mode}"] = partial(
+            lambda c, m, canvas, gens: decode_cached(model, canvas, c, gens, llada.low_confidence, m), cache_cfg, mode)
+    return runners
+
+
 def llada_modes(model, prompt: list[int], gen: int, block: int, batch: int = 1) -> dict:
-    """tokens/s of reference / prefix / dual decoding of ``batch`` copies of one prompt with ``gen`` steps."""
+    """tokens/s and peak memory (MiB) of every strategy of :func:`llada_strategies` on ``batch`` copies of
+    one prompt with ``gen`` steps; ``speedup`` over ``mdm:low_confidence`` (the uncached reference)."""
     cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=block)
-    reference = decoders.get("mdm:low_confidence")
-    runners = {"reference": lambda c, g: reference(model, c, cfg, g),
-               "prefix": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "prefix"),
-               "dual": lambda c, g: decode_cached(model, c, cfg, g, llada.low_confidence, "dual")}
-    for rule in ("pc_sampler", "klass"):  # the commit rules, uncached, at their default options
-        runners[rule] = partial(lambda name, c, g: decoders.get(name)(model, c, cfg.model_copy(
-            update={"remasking": name.split(":")[1]}), g), f"mdm:{rule}")
-    out = {}
-    for mode, run in runners.items():
+    out, memory = {}, {}
+    for label, run in llada_strategies(model, cfg).items():
         canvas = Canvas.build([prompt] * batch, gen, model.mask_id, model.pad_id, model.device)
         gens = [torch.Generator(device=model.device).manual_seed(i) for i in range(batch)]
-        out[mode] = round(batch * gen / timed(partial(run, canvas, gens)), 2)
-    out["speedup"] = {m: round(out[m] / out["reference"], 2) for m in ("prefix", "dual", "pc_sampler", "klass")}
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        out[label] = round(batch * gen / timed(partial(run, canvas, gens)), 2)
+        if torch.cuda.is_available():
+            memory[label] = round(torch.cuda.max_memory_allocated() / 2**20)
+    reference = out["mdm:low_confidence"]
+    out["speedup"] = {label: round(v / reference, 2) for label, v in out.items() if label != "mdm:low_confidence"}
+    out["peak_mib"] = memory
     return out
 
 

@@ -81,7 +81,10 @@ def test_decode_benchmark_runs_every_mode():
     model = gpu_decode.build("llada", config, "cuda")
     result = gpu_decode.llada_modes(model, list(range(10, 266)), 64, 32, batch=4)
     print("moderate LLaDA, gen 64, batch 4:", result)
-    assert all(result[mode] > 0 for mode in ("reference", "prefix", "dual", "pc_sampler", "klass"))
+    expected = {"mdm:low_confidence", "mdm:pc_sampler", "mdm:klass", "mdm:dpad", "dual+mdm:dpad", "cache:prefix",
+                "cache:dual", "cache:dkv"}
+    assert expected <= set(result["peak_mib"])  # every strategy ran and its peak memory was read
+    assert all(result[label] > 0 for label in expected)
 
 
 @pytest.mark.parametrize("name", ["lmdeploy", "sglang"])
