@@ -1,4 +1,5 @@
-"""Initial (untrained) checkpoints of the shipped *trained* tiny models, ``tiny-llada`` and ``tiny-sdar``.
+"""Initial (untrained) checkpoints of the shipped *trained* tiny models: ``tiny-llada``, ``tiny-sdar`` and
+``tiny-llada-long``.
 
 They differ from the random test checkpoints of :mod:`.tiny` in two ways: a few million parameters instead
 of a few thousand, and a BPE tokenizer trained on the planning suites' train prompts and gold answers, so
@@ -31,6 +32,9 @@ TRAINED: dict[str, tuple[str, dict]] = {
     "tiny-sdar": ("sdar", {"hidden_size": 192, "head_dim": 32, "num_attention_heads": 6, "num_key_value_heads": 2,
                            "num_hidden_layers": 4, "intermediate_size": 512, "max_position_embeddings": 512}),
 }
+TRAINED["tiny-llada-long"] = TRAINED["tiny-llada"]
+BYTE_LEVEL = frozenset({"tiny-llada-long"})
+"""Models whose tokenizer is the bare byte-level one (one token per character), not the planning BPE."""
 
 
 def planning_corpus(rows_per_benchmark: int = 2000) -> Iterator[str]:
@@ -53,8 +57,9 @@ def planning_corpus(rows_per_benchmark: int = 2000) -> Iterator[str]:
 def write_initial(name: str, directory: str | Path, seed: int = 0) -> Path:
     """The untrained starting checkpoint of the shipped model ``name`` (a key of :data:`TRAINED`)."""
     arch, overrides = TRAINED[name]
+    corpus = None if name in BYTE_LEVEL else planning_corpus()
     return write_tiny_checkpoint(arch, directory, seed=seed, std=0.02, config_overrides=overrides,
-                                 tokenizer_corpus=planning_corpus(), tokenizer_vocab=1024)
+                                 tokenizer_corpus=corpus, tokenizer_vocab=1024)
 
 
 if __name__ == "__main__":

@@ -10,5 +10,6 @@ verifiers.register("math", "dare.harness.verifiers.math:MathVerifier")
 verifiers.register("countdown", "dare.harness.verifiers.countdown:CountdownVerifier")
 verifiers.register("sudoku", "dare.harness.verifiers.sudoku:SudokuVerifier")
 verifiers.register("code", "dare.harness.verifiers.code:CodeVerifier")
+verifiers.register("long_addition", "dare.harness.verifiers.long_addition:LongAdditionVerifier")
 
 __all__ = ["Verifier", "verifiers"]
