@@ -49,7 +49,7 @@ class FastDllmEngine(TorchEngine):
         reads = catalog.get(info.name, info.reads | ({"cache"} if decoders.get(info.name) in POLICIES else set()))
         return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=frozenset(reads),
                            options=info.options, catalog={f"fastdllm:{n}": r for n, r in catalog.items()},
-                           namespaces=info.namespaces)
+                           namespaces=info.namespaces, rules=info.rules)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:
         """The cache-mode check, then the torch engine's checks (decoder, steps, guidance, prompts)."""
