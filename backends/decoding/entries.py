@@ -93,7 +93,8 @@ def _declare(decode, reads: frozenset[str], options: type[Options], rules: dict[
     decode.reads = reads  # type: ignore[attr-defined]
     decode.Options = options  # type: ignore[attr-defined]
     decode.version = "1"  # type: ignore[attr-defined]
-    decode.rules = {k: v for k, v in (PARALLEL_RULES if rules is None else rules).items() if k in reads}  # type: ignore[attr-defined]
+    declared = PARALLEL_RULES if rules is None else rules
+    decode.rules = {k: v for k, v in declared.items() if k in reads}  # type: ignore[attr-defined]
     return decode
 
 
