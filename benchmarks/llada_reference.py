@@ -2,6 +2,7 @@
 
     python benchmarks/llada_reference.py --reference PATH/generate.py [--gen-length 256]
         [--block-length 256] [--sample 0] [--threads 1] [--fixture OUT.json]
+    python benchmarks/llada_reference.py --replay 46 [--gen-length 256] [--block-length 32]
 
 ``--reference`` is ML-GSAI/LLaDA's ``generate.py`` read from a checkout (never copied here). Its
 ``generate`` drives our network (the hub-layout tiny LLaDA: 126,464 vocabulary rows, hidden 64, seed 0;
@@ -11,6 +12,12 @@ the same logits function and differ only in the decoding loop. Greedy, one token
 do, the first step at which the two commit different positions with both sides' top-2 confidences there
 (the official softmax runs in the logits' float32; ours is one float64 pass, :mod:`dare.backends.decoding.stats`).
 ``--fixture`` writes that step's canvas and confidences as JSON (to pin a near-tie in a test).
+
+``--replay N`` is the cheap scan over Sudoku samples 0..N-1 (no checkout needed): our decode, and at every
+step the official commit rule restated from generate.py (``F.softmax`` of the float32 logits,
+``torch.topk`` of the proposals' probabilities) on the same logits, which equal the full-canvas logits
+bit for bit on CPU; one JSON line per sample: steps where the two rules pick differently, and the
+smallest relative top-2 gap (float64) with its step.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from dare.backends.decoding import llada
 from dare.backends.decoding.common import Canvas
+from dare.backends.decoding.mdm import decode_masked_diffusion
 from dare.backends.decoding.stats import greedy_stats
 from dare.backends.engines.torch import TorchEngine
 from dare.backends.models.tiny import write_tiny_checkpoint
@@ -67,9 +76,36 @@ def _commits_per_step(states: list[torch.Tensor], final: torch.Tensor, start: in
             for i in range(len(states))]
 
 
+def replay(engine, model, sample: int, gen: int, block: int) -> dict:
+    """Our decode of ``sample`` with the official rule evaluated beside it at every step (see the module doc)."""
+    bench = config.benchmark("sudoku")
+    ids = engine.prompt_ids(prompts.template(bench.prompt).render(load_samples(bench.data)[sample]))
+    differ, gaps = [], []
+
+    def watched(logits, masked, quota, step, steps, gens, cfg, m):
+        commit, x0 = llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, m)
+        p32 = F.softmax(logits[0], dim=-1).gather(-1, x0[0][:, None])[:, 0]
+        official = torch.zeros_like(masked[0])
+        official[torch.topk(p32.masked_fill(~masked[0], float("-inf")), k=int(quota[0])).indices] = True
+        if not torch.equal(official, commit[0] & masked[0]):
+            differ.append(len(gaps))
+        conf = greedy_stats(logits)["p"][0]
+        chosen, left = conf[commit[0] & masked[0]], conf[masked[0] & ~commit[0]]
+        gaps.append(((chosen.min() - left.max()) / chosen.min()).item() if len(left) else 1.0)
+        return commit, x0
+
+    cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=block)
+    canvas = Canvas.build([ids], gen, model.mask_id, model.pad_id, "cpu")
+    with torch.inference_mode():
+        decode_masked_diffusion(model, canvas, cfg, [torch.Generator().manual_seed(0)], watched)
+    step = min(range(len(gaps)), key=gaps.__getitem__)
+    return {"sample": sample, "steps_differ": differ, "smallest_gap": gaps[step], "at_step": step}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", required=True, type=Path)
+    parser.add_argument("--reference", type=Path)
+    parser.add_argument("--replay", type=int, default=0, help="scan samples 0..N-1 with the restated official rule")
     parser.add_argument("--gen-length", type=int, default=256)
     parser.add_argument("--block-length", type=int, default=256)
     parser.add_argument("--sample", type=int, default=0)
@@ -77,6 +113,14 @@ def main() -> None:
     parser.add_argument("--fixture", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.replay:
+        with tempfile.TemporaryDirectory() as tmp:
+            engine, model = hub_llada(Path(tmp))
+            for sample in range(args.replay):
+                print(json.dumps(replay(engine, model, sample, args.gen_length, args.block_length)), flush=True)
+        return
+    if args.reference is None:
+        parser.error("--reference PATH/generate.py (or --replay N)")
     spec = importlib.util.spec_from_file_location("llada_reference_generate", args.reference)
     official = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(official)
