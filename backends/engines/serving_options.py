@@ -51,7 +51,7 @@ def engine_kwargs(options: Options) -> dict:
 
 
 # remasking -> the DecodingConfig fields the engine reads with it (besides num_samples and batch_size), as
-# the mappings below use them: the plan refuses any other field a caller sets (dare.harness.plan)
+# :mod:`.mapping` uses them: the plan refuses any other field a caller sets (dare.harness.plan)
 _SHARED = frozenset({"gen_length", "steps", "block_length", "remasking", "stop_at_eos"})
 _LMDEPLOY_BASE = _SHARED | {"temperature", "top_p", "top_k", "seed"}  # seed: a sampled request's random_seed
 LMDEPLOY_READS = {"low_confidence": _LMDEPLOY_BASE | {"threshold"}, "low_confidence_static": _LMDEPLOY_BASE,
