@@ -14,7 +14,7 @@ from typing import Any
 
 from . import config as cfg
 from .cliutil import Parser, progress_bars
-from .dryrun import describe
+from .dryrun import describe, rule_lines
 from .errors import DareError
 from .plan import evaluate, plan, resolve_decoding
 from .registry import caches, decoders, engines, load_plugins, metrics
@@ -65,6 +65,7 @@ def list_everything() -> str:
     lines.append("engines: " + ", ".join(engines.names()))
     lines.append("decoders (torch, fastdllm; remasking=...): " + ", ".join(decoders.names()))
     lines.append("KV caches (fastdllm; cache=..., any masked-diffusion remasking): " + ", ".join(caches.names()))
+    lines.extend(rule_lines())
     lines.append("models (aliases in brackets; default decoding per suite):")
     for name in cfg.names("models"):
         lines.extend(_model_lines(cfg.model(name)))

@@ -13,6 +13,7 @@ from .engine import EngineBase
 from .options import HARNESS_FIELDS
 from .prompts import template
 from .records import canonical_json
+from .registry import decoders
 from .runner import EvalPlan
 from .verifiers import verifiers
 
@@ -28,6 +29,7 @@ def describe(plan: EvalPlan) -> str:
         reads = sorted(plan.decoder.reads | HARNESS_FIELDS)
         lines.append(f"decoder: {plan.decoder.name} {plan.decoder.version} options {canonical_json(extra)}")
         lines.append(f"decoder reads: {', '.join(reads)}")
+        lines.extend(f"decoder rule for {name}: {rule}" for name, rule in sorted(plan.decoder.rules.items()))
     decoding = plan.decoding.to_record(plan.decoding_fields)
     lines.append(f"decoding: config_hash {decoding.pop('config_hash')} {canonical_json(decoding)}")
     lines.append(f"generation key: {plan.generation_key()}")
@@ -41,3 +43,14 @@ def describe(plan: EvalPlan) -> str:
     if plan.limit is not None:
         lines.append(f"limit: {plan.limit} samples per benchmark")
     return "\n".join(lines)
+
+
+def rule_lines() -> list[str]:
+    """--list: each commit rule a DecodingConfig field sets, with the registered decoders declaring it
+    (``threshold`` means Fast-dLLM's top-1 rule in some decoders and SDAR's quota floor in others)."""
+    by_rule: dict[tuple[str, str], list[str]] = {}
+    for name in decoders.names():
+        for field_name, rule in getattr(decoders.get(name), "rules", {}).items():
+            by_rule.setdefault((field_name, rule), []).append(name)
+    lines = ["decoder rules (what a field means in the decoders that read it):"] if by_rule else []
+    return lines + [f"  {f} in {', '.join(names)}: {rule}" for (f, rule), names in sorted(by_rule.items())]

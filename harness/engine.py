@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .config import ModelSpec
-from .options import DEFAULT_CAPABILITIES, Capabilities, DecoderInfo, NoOptions, Options, capabilities
+from .options import DEFAULT_CAPABILITIES, Capabilities, DecoderInfo, NoOptions, Options, capabilities, parse_options
 from .records import DecodingConfig, Generation, Message, ModelInfo, sha256_text
 
 
@@ -96,8 +96,8 @@ class EngineBase:
     def options(self) -> Options:
         """The validated options (callers that build an engine directly may pass a plain dict)."""
         opts = self.ctx.options
-        if not isinstance(opts, Options):
-            opts = self.Options.model_validate(dict(opts or {}))
+        if not isinstance(opts, Options):  # one line with a did-you-mean, as the plan gives (a ConfigError)
+            opts = parse_options(self.Options, dict(opts or {}), "engine")
             self.ctx = replace(self.ctx, options=opts)  # validated once
         return opts
 

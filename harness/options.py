@@ -117,6 +117,10 @@ class DecoderInfo:
     catalog: dict[str, frozenset[str]] = field(default_factory=dict)
     namespaces: frozenset[str] = frozenset()
     """Keys of ``extra`` that hold a sub-dict of the same options (``extra.torch.step_schedule``)."""
+    rules: dict[str, str] = field(default_factory=dict)
+    """DecodingConfig field -> the rule it sets in this decoder, where decoders differ (``threshold``:
+    Fast-dLLM's top-1 plus all >= tau, or SDAR's quota floor); shown by --dry-run and --list, recorded."""
 
     def component(self, extra: Options) -> ComponentInfo:
-        return ComponentInfo(name=self.name, version=self.version, options=extra.model_dump(mode="json"))
+        return ComponentInfo(name=self.name, version=self.version, options=extra.model_dump(mode="json"),
+                             rules=dict(self.rules))

@@ -213,6 +213,8 @@ class ComponentInfo(Record):
     name: str
     version: str
     options: JsonDict = Field(default_factory=dict)
+    rules: dict[str, str] = Field(default_factory=dict, description="a decoder's rule for each DecodingConfig field "
+                                  "whose meaning differs between decoders (threshold, factor)")
 
 
 class RunRecord(Record):

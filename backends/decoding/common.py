@@ -191,6 +191,19 @@ def top_count(conf: torch.Tensor, candidates: torch.Tensor, count: torch.Tensor)
     return (ranks < count[:, None]) & candidates
 
 
+# What ``threshold`` / ``factor`` mean in a decoder that reads them (``decode.rules``, shown by --dry-run and
+# --list, recorded in run.json): the two threshold rules commit different sets for the same confidences.
+THRESHOLD_TOP1 = ("commit the most confident masked position plus every masked position with confidence >= threshold "
+                  "(Fast-dLLM; steps run until the block is full)")
+THRESHOLD_QUOTA = ("commit every masked position with confidence > threshold if there are at least the step's quota "
+                   "of them, else the quota most confident (SDAR dynamic, LLaDA2.0); extra.threshold_rule=top1 "
+                   "selects the Fast-dLLM rule instead")
+THRESHOLD_FLOOR = ("commit every masked position with confidence > threshold (default 0.95) if there are at least "
+                   "extra.num_to_transfer of them, else the num_to_transfer most confident (LLaDA2.1)")
+FACTOR = ("commit the n most confident masked positions, n the largest with the i-th confidence >= "
+          "1 - factor / (i + 1) for every i <= n, at least one (Fast-dLLM)")
+
+
 def threshold_or_top1(conf: torch.Tensor, candidates: torch.Tensor, tau: float) -> torch.Tensor:
     """Fast-dLLM rule: every candidate with conf >= tau, plus the single best one."""
     best = top_count(conf, candidates, torch.ones(conf.shape[0], dtype=torch.long, device=conf.device))

@@ -17,6 +17,7 @@ from pydantic import Field
 from dare.harness.options import Options
 
 from . import block, dpad, dream, llada, pc_sampler
+from .common import FACTOR, THRESHOLD_FLOOR, THRESHOLD_QUOTA, THRESHOLD_TOP1
 from .klass import decode_klass
 from .block import decode_blocks
 from .mdm import decode_masked_diffusion
@@ -97,11 +98,18 @@ class BlockEditingOptions(BlockOptions):
     max_post_steps: int = 16
 
 
-def _declare(decode, reads: frozenset[str], options: type[Options]):
+#: the rule each read commit field sets (fields absent from ``reads`` are dropped): mask diffusion follows
+#: Fast-dLLM, the block decoders SDAR / LLaDA2 (``_block(..., rules=...)`` overrides)
+PARALLEL_RULES = {"threshold": THRESHOLD_TOP1, "factor": FACTOR}
+
+
+def _declare(decode, reads: frozenset[str], options: type[Options], rules: dict[str, str] | None = None):
     decode.reads = reads  # type: ignore[attr-defined]
     decode.Options = options  # type: ignore[attr-defined]
     decode.version = "1"  # type: ignore[attr-defined]
     decode.columns = None  # type: ignore[attr-defined]  (or the canvas columns of each block's forward: DPad)
+    declared = PARALLEL_RULES if rules is None else rules
+    decode.rules = {k: v for k, v in declared.items() if k in reads}  # type: ignore[attr-defined]
     return decode
 
 
@@ -115,12 +123,13 @@ def _mdm(policy, reads: frozenset[str], options: type[Options]):
     return _declare(decode, reads | {"cfg_scale"}, options)
 
 
-def _block(rule, reads: frozenset[str], options: type[Options]):
+def _block(rule, reads: frozenset[str], options: type[Options], rules: dict[str, str] | None = None):
     def decode(model, canvas, cfg, gens):
         return decode_blocks(model, canvas, cfg, gens, rule)
 
     decode.__doc__ = f"Block diffusion with the {rule.__name__} commit rule."
-    return _declare(decode, reads, options)
+    decode.rule = rule  # type: ignore[attr-defined]  (conf, candidates, quota, cfg) -> commit
+    return _declare(decode, reads, options, rules or {})
 
 
 _PARALLEL = COMMON | {"threshold", "factor"}
@@ -134,8 +143,9 @@ dream_origin = _mdm(dream.origin, COMMON, DreamOriginOptions)
 dream_maskgit_plus = _mdm(dream.maskgit_plus, _PARALLEL | {"alg_temp"}, DreamOptions)
 dream_topk_margin = _mdm(dream.topk_margin, _PARALLEL | {"alg_temp"}, DreamOptions)
 dream_entropy = _mdm(dream.entropy, _PARALLEL | {"alg_temp"}, DreamOptions)
-block_low_confidence = _block(block.low_confidence, COMMON | {"threshold"}, BlockDynamicOptions)
+block_low_confidence = _block(block.low_confidence, COMMON | {"threshold"}, BlockDynamicOptions,
+                              {"threshold": THRESHOLD_QUOTA})
 block_static = _block(block.static, COMMON, BlockOptions)
-block_dynamic = _block(block.dynamic, COMMON | {"threshold"}, BlockDynamicOptions)
+block_dynamic = _block(block.dynamic, COMMON | {"threshold"}, BlockDynamicOptions, {"threshold": THRESHOLD_QUOTA})
 block_sequential = _block(block.sequential, COMMON, BlockOptions)
-block_editing = _block(block.editing, COMMON | {"threshold"}, BlockEditingOptions)
+block_editing = _block(block.editing, COMMON | {"threshold"}, BlockEditingOptions, {"threshold": THRESHOLD_FLOOR})

@@ -1,9 +1,12 @@
-"""What the GPU serving engines (lmdeploy, SGLang) share: checkpoint identity, prompt rendering, option
-checks before any import, the lazy import with a one-line install hint, and the Generation records.
+"""What the GPU serving engines (lmdeploy, SGLang) share: checkpoint identity, prompt rendering, typed
+options and decoder declarations, option checks before any import, the lazy import with a one-line
+install hint, and the Generation records.
 
-A subclass sets ``name``, ``package``, ``install`` and ``map_options`` (a pure function from
-:mod:`.mapping`) and implements ``_start(options)``, ``_complete(prompts, options) -> list[str]`` and
-``update_weights(named_tensors)``. The package is imported only when a generation is really needed.
+A subclass sets ``name``, ``package``, ``install``, ``Options`` (``--set engine.X``), ``decoders``
+(remasking -> fields read, typed ``extra``, rules; :mod:`.serving_options`) and ``map_options`` (a pure
+function from :mod:`.mapping`) and implements ``_start(options)``, ``_complete(prompts, options) ->
+list[str]`` and ``update_weights(named_tensors)``. The package is imported only when a generation is
+really needed, so options, refusals, records and cache keys work on any machine.
 """
 
 from __future__ import annotations
@@ -11,31 +14,37 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from dare.backends.models.loader import checkpoint_dir, detect_architecture, fingerprint, read_config
 from dare.backends.models.tokenizer import load_tokenizer, render_prompt, use_chat_template
-from dare.harness.engine import EngineContext, GenerationRequest
-from dare.harness.errors import PrerequisiteError
+from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
+from dare.harness.errors import ConfigError, PrerequisiteError
+from dare.harness.options import DecoderInfo
 from dare.harness.records import DecodingConfig, Generation, ModelInfo
+
+from .serving_options import engine_kwargs
 
 log = logging.getLogger(__name__)
 
 
-class ExternalEngine:
+class ExternalEngine(EngineBase):
     """Engine protocol over an optional GPU serving package; see the module docstring."""
 
     name = "external"
     version = "0.1.0"
     package = ""
     install = ""
+    decoders: dict = {}
 
     @staticmethod
     def map_options(cfg: DecodingConfig, architecture: str):
         raise NotImplementedError
 
     def __init__(self, ctx: EngineContext):
-        self.ctx = ctx
+        super().__init__(ctx)
+        self.options  # noqa: B018  (validated now: a bad option stops before anything else)
         spec = ctx.model_spec
         self.path = checkpoint_dir(ctx)
         self.arch = detect_architecture(read_config(self.path), spec.architecture if spec else None)
@@ -48,6 +57,24 @@ class ExternalEngine:
         digest, parts = fingerprint(self.path)
         return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.arch.name,
                          fingerprint=digest, fingerprint_parts=parts)
+
+    def token_identity(self) -> dict:
+        """Every option but the execution-only ones, and the device class (these engines run on CUDA only)."""
+        return {**self.options.identity(), "device": "cuda"}
+
+    def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
+        """``<engine>:<remasking>``, the fields it reads, its typed ``extra`` and its commit rules."""
+        if decoding.remasking not in self.decoders:
+            raise ConfigError(f"remasking={decoding.remasking!r} has no {self.name} strategy; choose one of "
+                              f"{', '.join(self.decoders)}")
+        reads, extra, rules = self.decoders[decoding.remasking]
+        return DecoderInfo(name=f"{self.name}:{decoding.remasking}", version=self.version, reads=reads, options=extra,
+                           catalog={f"{self.name}:{n}": d[0] for n, d in self.decoders.items()}, rules=rules)
+
+    def _engine_options(self, decoding: DecodingConfig):
+        """The mapping of ``decoding`` with the typed engine options merged into the constructor's arguments."""
+        mapped = self.map_options(decoding, self.arch.name)
+        return replace(mapped, engine={**mapped.engine, **engine_kwargs(self.options)})
 
     def module(self):
         """The serving package, or a one-line PrerequisiteError naming the install command."""
@@ -79,7 +106,7 @@ class ExternalEngine:
         return render_prompt(self._tokenizer, messages, self._templated)
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
-        options = self.map_options(decoding, self.arch.name)
+        options = self._engine_options(decoding)
         if self._backend is None or self._backend_options != options.engine:
             self.close()
             self._backend = self._start(options)

@@ -57,7 +57,7 @@ class FastDllmEngine(TorchEngine):
         options = cache_options(info.options, mode) if info.name in cached else info.options
         return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=frozenset(catalog[info.name]),
                            options=options, catalog={f"fastdllm:{n}": r for n, r in catalog.items()},
-                           namespaces=info.namespaces)
+                           namespaces=info.namespaces, rules=info.rules)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:
         """The cache-mode check, then the torch engine's checks (decoder, steps, guidance, prompts)."""

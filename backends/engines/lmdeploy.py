@@ -3,8 +3,9 @@
 Decoding options map through :func:`dare.backends.engines.mapping.lmdeploy_options` onto
 ``PytorchEngineConfig(dllm_block_length, dllm_denoising_steps, dllm_unmasking_strategy,
 dllm_confidence_threshold, ...)`` and per-request ``GenerationConfig`` s (a request's own seed when
-sampling). Extra engine options (``tp``, ``dtype``, ``cache_max_entry_count``, ...) come from
-``DecodingConfig.extra["lmdeploy"]``. Prompts are rendered by DARE (same text as the torch engine) and
+sampling). Engine options are typed (:class:`~.serving_options.LmdeployOptions`: ``--set engine.tp=2``,
+``dtype``, ``quant_policy``, ``cache_max_entry_count``, ...), recorded, and all but the memory fraction
+enter the generation cache key. Prompts are rendered by DARE (same text as the torch engine) and
 sent with ``do_preprocess=False``. Note (spec 2.5): lmdeploy keeps a block's last-step KV instead of
 recomputing it from the final tokens, so outputs can differ slightly from the torch reference.
 """
@@ -15,6 +16,7 @@ from dare.harness.engine import GenerationRequest
 
 from .external import ExternalEngine
 from .mapping import EngineOptions, lmdeploy_options
+from .serving_options import LMDEPLOY_DECODERS, LmdeployOptions
 
 
 class LmdeployEngine(ExternalEngine):
@@ -23,6 +25,8 @@ class LmdeployEngine(ExternalEngine):
     package = "lmdeploy"
     install = "pip install 'lmdeploy>=0.10.1'  (SDAR support landed in 0.10.1)"
     map_options = staticmethod(lmdeploy_options)
+    Options = LmdeployOptions
+    decoders = LMDEPLOY_DECODERS
 
     def _start(self, options: EngineOptions):
         lmdeploy = self.module()

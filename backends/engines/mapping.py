@@ -31,7 +31,6 @@ LMDEPLOY_ARCHITECTURES = ("sdar", "sdar_moe")
 SGLANG_ARCHITECTURES = ("sdar", "sdar_moe", "llada2_moe")
 _DEFAULTS = DecodingConfig()
 
-
 @dataclass(frozen=True)
 class EngineOptions:
     """``engine``: constructor options of the engine; ``sampling``: per-request generation options;
@@ -52,12 +51,14 @@ def _unused(cfg: DecodingConfig, handled: set[str], engine: str) -> list[str]:
     return problems
 
 
-def _extra(cfg: DecodingConfig, engine: str, known: set[str]) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """(algorithm options from ``extra``, pass-through engine options ``extra[engine]``, problems)."""
+def _extra(cfg: DecodingConfig, engine: str, known: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """(algorithm options from ``extra``, problems). Engine settings (``tp``, ``dtype``, ...) are typed
+    ``--set engine.NAME=VALUE`` options, so an ``extra[engine]`` dict is refused, not passed through."""
     algo = {k: v for k, v in cfg.extra.items() if k != engine}
-    unknown = sorted(set(algo) - known)
-    passthrough = dict(cfg.extra.get(engine) or {})
-    return algo, passthrough, [f"extra option {k!r} is not understood by {engine}" for k in unknown]
+    problems = [f"extra option {k!r} is not understood by {engine}" for k in sorted(set(algo) - known)]
+    if engine in cfg.extra:
+        problems.append(f"extra.{engine}: engine options are set with --set engine.NAME=VALUE, not in extra")
+    return algo, problems
 
 
 def _blocks(cfg: DecodingConfig) -> tuple[int, list[str]]:
@@ -85,8 +86,7 @@ def lmdeploy_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
     """PytorchEngineConfig and GenerationConfig keyword arguments for an SDAR model."""
     problems = [] if architecture in LMDEPLOY_ARCHITECTURES else [
         f"lmdeploy serves SDAR models only, not {architecture}; use --engine torch or sglang"]
-    algo, passthrough, extra_problems = _extra(cfg, "lmdeploy", {"threshold_rule", "confidence_threshold",
-                                                                 "record_trajectory"})
+    algo, extra_problems = _extra(cfg, "lmdeploy", {"threshold_rule", "confidence_threshold"})
     per_block, block_problems = _blocks(cfg)
     problems += extra_problems + block_problems
     problems += _unused(cfg, {"gen_length", "steps", "block_length", "remasking", "threshold", "temperature",
@@ -115,16 +115,15 @@ def lmdeploy_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
     sampling = {"do_sample": cfg.temperature > 0, "max_new_tokens": cfg.gen_length, "ignore_eos": not cfg.stop_at_eos}
     if cfg.temperature > 0:
         sampling.update(temperature=cfg.temperature, top_p=cfg.top_p or 1.0, top_k=cfg.top_k or 0)
-    return EngineOptions(engine={**engine, **passthrough}, sampling=sampling)
+    return EngineOptions(engine=engine, sampling=sampling)
 
 
 def sglang_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
     """sglang.Engine keyword arguments, the dllm_algorithm_config dict and sampling params."""
     problems = [] if architecture in SGLANG_ARCHITECTURES else [
         f"SGLang's diffusion mode serves SDAR and LLaDA2.x, not {architecture}; use --engine torch or fastdllm"]
-    known = {"threshold_rule", "confidence_threshold", "editing_threshold", "max_post_steps", "penalty_lambda",
-             "record_trajectory"}
-    algo, passthrough, extra_problems = _extra(cfg, "sglang", known)
+    known = {"threshold_rule", "confidence_threshold", "editing_threshold", "max_post_steps", "penalty_lambda"}
+    algo, extra_problems = _extra(cfg, "sglang", known)
     per_block, block_problems = _blocks(cfg)
     problems += extra_problems + block_problems
     problems += _unused(cfg, {"gen_length", "steps", "block_length", "remasking", "threshold", "stop_at_eos"},
@@ -153,4 +152,4 @@ def sglang_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
         raise ConfigError(problems, source="sglang")
     engine = {"dllm_algorithm": algorithm, "max_running_requests": cfg.batch_size, "trust_remote_code": True}
     sampling = {"temperature": 0.0, "max_new_tokens": cfg.gen_length, "ignore_eos": not cfg.stop_at_eos}
-    return EngineOptions(engine={**engine, **passthrough}, sampling=sampling, algorithm_config=config)
+    return EngineOptions(engine=engine, sampling=sampling, algorithm_config=config)

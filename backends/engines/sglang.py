@@ -3,8 +3,9 @@
 Decoding options map through :func:`dare.backends.engines.mapping.sglang_options` onto
 ``sglang.Engine(dllm_algorithm=LowConfidence | JointThreshold, dllm_algorithm_config=<yaml file>,
 max_running_requests=batch_size, ...)`` and sampling params (greedy; SGLang's algorithms take argmax).
-Extra engine options (``tp_size``, ``mem_fraction_static``, ``attention_backend``, ...) come from
-``DecodingConfig.extra["sglang"]``. Prompts are rendered by DARE and sent as text.
+Engine options are typed (:class:`~.serving_options.SglangOptions`: ``--set engine.tp_size=2``,
+``attention_backend``, ``mem_fraction_static``, ...), recorded, and all but the memory fraction enter the
+generation cache key. Prompts are rendered by DARE and sent as text.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dare.harness.engine import GenerationRequest
 
 from .external import ExternalEngine
 from .mapping import EngineOptions, sglang_options
+from .serving_options import SGLANG_DECODERS, SglangOptions
 
 
 class SglangEngine(ExternalEngine):
@@ -25,6 +27,8 @@ class SglangEngine(ExternalEngine):
     package = "sglang"
     install = "pip install 'sglang>=0.5.9'  (its own environment: it pins torch and transformers)"
     map_options = staticmethod(sglang_options)
+    Options = SglangOptions
+    decoders = SGLANG_DECODERS
 
     def _start(self, options: EngineOptions):
         sglang = self.module()

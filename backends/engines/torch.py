@@ -97,7 +97,7 @@ class TorchEngine(EngineBase):
                    for s in strategies(family)}
         return DecoderInfo(name=f"{family}:{decoding.remasking}", version=getattr(decode, "version", "1"),
                            reads=frozenset(decode.reads), options=decode.Options, catalog=catalog,
-                           namespaces=frozenset({"torch"}))
+                           namespaces=frozenset({"torch"}), rules=dict(getattr(decode, "rules", {})))
 
     def decoding_defaults(self) -> dict:
         """The architecture's usual decoding when the model has no ModelSpec (checkpoint given by path)."""

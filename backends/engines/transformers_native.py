@@ -7,8 +7,9 @@ tokens starts as uniform noise and is refined for up to ``max_denoising_steps`` 
 sampler under a linear temperature schedule, stopping early once the canvas is stable and confident.
 
 :func:`generation_options` maps a :class:`DecodingConfig` onto those options; every field it cannot
-express is refused (ConfigError), never dropped. Engine options (``--set engine.NAME=VALUE``): ``dtype``
-(float32 / bfloat16 / float16; default: the checkpoint's) and ``threads`` (CPU threads).
+express is refused (ConfigError), never dropped. Engine options (``--set engine.NAME=VALUE``, typed:
+:class:`TransformersOptions`): ``dtype`` (float32 / bfloat16 / float16; default: the checkpoint's) and
+``threads`` (CPU threads, execution only); dtype and the device class key the generation cache.
 
 transformers draws the noise from the global torch RNG over the whole batch, so a request's output would
 depend on its batch-mates: requests are generated one at a time, each under its own seed
@@ -22,16 +23,16 @@ import logging
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import transformers
 
 from dare.backends.models.loader import checkpoint_dir, fingerprint
 from dare.backends.models.tokenizer import render_prompt, use_chat_template
-from dare.harness.engine import EngineContext, GenerationRequest
+from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
-from dare.harness.options import Capabilities
+from dare.harness.options import Capabilities, Options
 from dare.harness.records import DecodingConfig, Generation, Message, ModelInfo, sha256_text
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 ENGINE_NAME = "transformers"
 SUPPORTED_MODEL_TYPES = ("diffusion_gemma",)
 REMASKING = "entropy_bound"  # DiffusionGemma's only sampler: accept lowest-entropy tokens, renoise the rest
-ENGINE_OPTIONS = ("dtype", "threads")
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # algorithm options read from DecodingConfig.extra (flat or under extra["transformers"]) -> their type
@@ -156,27 +156,31 @@ class _StepCounter:
         pass
 
 
-class TransformersEngine:
+class TransformersOptions(Options):
+    """``--set engine.X``: ``dtype`` (None: the checkpoint's) and ``threads`` (CPU threads; execution only)."""
+
+    execution_only = frozenset({"threads"})
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    threads: int | None = None
+
+
+class TransformersEngine(EngineBase):
     """Engine protocol implementation over transformers' native diffusion LMs (DiffusionGemma)."""
 
     name = ENGINE_NAME
     version = f"0.1.0+transformers.{transformers.__version__}"
+    Options = TransformersOptions
     capabilities = Capabilities(decoding_defaults=True)
 
     def __init__(self, ctx: EngineContext):
-        self.ctx = ctx
+        super().__init__(ctx)
+        threads = self.options.threads  # validated first: a bad option stops before the checkpoint is read
         self.path = checkpoint_dir(ctx)
         self._templated: bool | None = None
-        unknown = sorted(set(ctx.options) - set(ENGINE_OPTIONS))
-        if unknown:
-            raise ConfigError(f"engine.{unknown[0]}: not an option of the transformers engine "
-                              f"(options: {', '.join(ENGINE_OPTIONS)})", source="--set")
-        if ctx.options.get("dtype") and str(ctx.options["dtype"]) not in _DTYPES:
-            raise ConfigError(f"engine.dtype={ctx.options['dtype']!r}: use one of {', '.join(_DTYPES)}", source="--set")
         self.config = self._read_config()
         self.device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if ctx.options.get("threads"):
-            torch.set_num_threads(int(ctx.options["threads"]))
+        if threads:
+            torch.set_num_threads(int(threads))
         self._model = None
         self._tokenizer = None
 
@@ -214,7 +218,7 @@ class TransformersEngine:
         if self._model is None:
             from transformers import DiffusionGemmaForBlockDiffusion
 
-            dtype = _DTYPES[str(self.ctx.options["dtype"])] if self.ctx.options.get("dtype") else "auto"
+            dtype = _DTYPES[self.options.dtype] if self.options.dtype else "auto"
             try:
                 with _quiet_progress():
                     model = DiffusionGemmaForBlockDiffusion.from_pretrained(
@@ -246,6 +250,10 @@ class TransformersEngine:
             digest = sha256_text(digest + parts["generation_config.json"])[:16]
         return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.config.model_type,
                          fingerprint=digest, fingerprint_parts=parts)
+
+    def token_identity(self) -> dict:
+        """dtype (None: the checkpoint's, which its fingerprint covers) and the device class; not the threads."""
+        return {**self.options.identity(), "device": str(self.device).split(":")[0]}
 
     def decoding_defaults(self) -> dict:
         """Without a ModelSpec: the checkpoint's canvas as the block and DiffusionGemma's sampler."""

@@ -21,9 +21,9 @@ def test_lmdeploy_static_and_dynamic():
     assert static.engine == {"dllm_block_length": 4, "dllm_denoising_steps": 4, "max_batch_size": 8,
                              "dllm_unmasking_strategy": "low_confidence_static"}
     assert static.sampling == {"do_sample": False, "max_new_tokens": 16, "ignore_eos": False}
-    dynamic = lmdeploy_options(DecodingConfig(**SDAR, threshold=0.9, extra={"lmdeploy": {"tp": 2}}), "sdar_moe")
+    dynamic = lmdeploy_options(DecodingConfig(**SDAR, threshold=0.9), "sdar_moe")
     assert dynamic.engine["dllm_unmasking_strategy"] == "low_confidence_dynamic"
-    assert dynamic.engine["dllm_confidence_threshold"] == 0.9 and dynamic.engine["tp"] == 2
+    assert dynamic.engine["dllm_confidence_threshold"] == 0.9
     named = lmdeploy_options(DecodingConfig(**SDAR, remasking="low_confidence_dynamic",
                                             extra={"confidence_threshold": 0.8}), "sdar")
     assert named.engine["dllm_confidence_threshold"] == 0.8
@@ -67,9 +67,9 @@ def test_sglang_low_confidence_and_static():
 
 def test_sglang_joint_threshold():
     cfg = DecodingConfig(**LLADA2, remasking="editing", threshold=0.7,
-                         extra={"editing_threshold": 0.5, "max_post_steps": 8, "sglang": {"tp_size": 2}})
+                         extra={"editing_threshold": 0.5, "max_post_steps": 8})
     opts = sglang_options(cfg, "llada2_moe")
-    assert opts.engine["dllm_algorithm"] == "JointThreshold" and opts.engine["tp_size"] == 2
+    assert opts.engine["dllm_algorithm"] == "JointThreshold"
     assert opts.algorithm_config == {"block_size": 32, "threshold": 0.7, "edit_threshold": 0.5,
                                      "max_post_edit_steps": 8, "penalty_lambda": 0}
 
