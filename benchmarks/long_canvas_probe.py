@@ -26,18 +26,10 @@ from dare.harness import config as cfg
 from dare.harness.data import load_samples
 from dare.trainers.data import TrainItem
 from dare.trainers.rollout import Verifiers, supervised_batch
+from mdm_control import forward  # the control's bidirectional forward (benchmarks/ is on sys.path)
 
 GEN_LENGTH = 160
 T_VALUES = (0.1, 0.5, 1.0)
-
-
-def forward(net, prompt, mask, canvas):
-    """prompt/mask (B, P) left-padded, canvas (B, T) -> logits of the canvas (B, T, V); bidirectional."""
-    tokens = torch.cat([prompt, canvas], 1)
-    valid = torch.cat([mask, torch.ones_like(canvas, dtype=torch.bool)], 1)
-    positions = (valid.long().cumsum(1) - 1).clamp(min=0)
-    attend = valid[:, None, None, :] | torch.eye(tokens.shape[1], dtype=torch.bool)
-    return net(tokens, positions, attend)[:, prompt.shape[1]:]
 
 
 def computed_positions(answer_lengths: list[int]) -> torch.Tensor:
