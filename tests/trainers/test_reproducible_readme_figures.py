@@ -64,3 +64,15 @@ def test_a_missing_block_or_missing_records_is_one_line_exit_2(compared, tmp_pat
     readme.write_text(README.format(name=config))
     code, _, err = _script(monkeypatch, capsys, str(readme), f"{config}={tmp_path / 'nothing'}")
     assert code == 2 and err.count("\n") == 1 and "no evaluated start" in err
+
+
+def test_the_readme_tables_equal_the_kept_records(monkeypatch, capsys):
+    """README.md's two comparison tables are what the kept records (docs/figures/compare/, the `--out` folders
+    of both comparisons without checkpoints and caches) give: a table typed by hand, or records replaced without
+    regenerating the README, fail here."""
+    root = SCRIPT.parents[1]
+    kept = root / "docs" / "figures" / "compare"
+    code, report, err = _script(monkeypatch, capsys, str(root / "README.md"),
+                                f"compare_sudoku_block={kept / 'compare-block'}",
+                                f"compare_sudoku_masked={kept / 'compare-masked'}", "--check")
+    assert code == 0 and report["changed"] is False, err
