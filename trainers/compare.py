@@ -143,11 +143,11 @@ class ComparisonRunner:
         """The configs/models entry whose architecture and decoding defaults every run uses."""
         if self.start.model:
             return self.start.model
-        from dare.backends.models.tiny_planning import TRAINED
+        from dare.backends.models.tiny_planning import INITIAL
 
-        if self.start.init not in TRAINED:
+        if self.start.init not in INITIAL:
             raise ConfigError(f"start init {self.start.init!r} is not a tiny model this project can write "
-                              f"(known: {', '.join(sorted(TRAINED))})")
+                              f"(known: {', '.join(sorted(INITIAL))})")
         model = load_experiment(self.start.recipe, self.start.overrides).model
         if not model:
             raise ConfigError(f"start recipe {self.start.recipe!r} names no model; add 'model:' to the start's "

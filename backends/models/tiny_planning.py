@@ -1,5 +1,5 @@
-"""Initial (untrained) checkpoints of the shipped *trained* tiny models: ``tiny-llada``, ``tiny-sdar`` and
-``tiny-llada-long``.
+"""Initial (untrained) checkpoints of the project's *trained* tiny models: the shipped ``tiny-llada`` and
+``tiny-sdar``, and ``tiny-llada-long`` (its recipe exists; the model is not shipped yet).
 
 They differ from the random test checkpoints of :mod:`.tiny` in two ways: a few million parameters instead
 of a few thousand, and a BPE tokenizer trained on the planning suites' train prompts and gold answers, so
@@ -25,14 +25,17 @@ from .tiny import write_tiny_checkpoint
 
 PLANNING = ("sudoku", "countdown")
 
-# name -> (architecture, config overrides of the tiny family config)
-TRAINED: dict[str, tuple[str, dict]] = {
+# name -> (architecture, config overrides of the tiny family config): every initial checkpoint this module writes
+INITIAL: dict[str, tuple[str, dict]] = {
     "tiny-llada": ("llada", {"d_model": 192, "n_heads": 6, "n_kv_heads": 6, "n_layers": 4,
                              "mlp_hidden_size": 512, "max_sequence_length": 512}),
     "tiny-sdar": ("sdar", {"hidden_size": 192, "head_dim": 32, "num_attention_heads": 6, "num_key_value_heads": 2,
                            "num_hidden_layers": 4, "intermediate_size": 512, "max_position_embeddings": 512}),
 }
-TRAINED["tiny-llada-long"] = TRAINED["tiny-llada"]
+INITIAL["tiny-llada-long"] = INITIAL["tiny-llada"]
+TRAINED = {name: INITIAL[name] for name in ("tiny-llada", "tiny-sdar")}
+"""The shipped trained models (configs/models/<name>/ holds their weights, recipe and log); a model joins once
+its weights are shipped."""
 BYTE_LEVEL = frozenset({"tiny-llada-long"})
 """Models whose tokenizer is the bare byte-level one (one token per character), not the planning BPE."""
 
@@ -55,8 +58,8 @@ def planning_corpus(rows_per_benchmark: int = 2000) -> Iterator[str]:
 
 
 def write_initial(name: str, directory: str | Path, seed: int = 0) -> Path:
-    """The untrained starting checkpoint of the shipped model ``name`` (a key of :data:`TRAINED`)."""
-    arch, overrides = TRAINED[name]
+    """The untrained starting checkpoint of the trained model ``name`` (a key of :data:`INITIAL`)."""
+    arch, overrides = INITIAL[name]
     corpus = None if name in BYTE_LEVEL else planning_corpus()
     return write_tiny_checkpoint(arch, directory, seed=seed, std=0.02, config_overrides=overrides,
                                  tokenizer_corpus=corpus, tokenizer_vocab=1024)
