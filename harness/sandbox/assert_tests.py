@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from ..pyast import parse
+
 SITE = "__dare_site__"
 
 
@@ -105,7 +107,7 @@ def rewrite(test_source: str, target: str, call_after: str | None = None) -> Rew
     ``call_after``: a function defined by the test to call at the end (HumanEval's ``check``), whose
     first parameter is then a second name of the tested function.
     """
-    tree = ast.parse(test_source)
+    tree = parse(test_source)
     names = {target}
     if call_after is not None:
         checker = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == call_after), None)

@@ -13,6 +13,7 @@ import functools
 import re
 from collections.abc import Callable
 
+from ..pyast import parse
 from ..records import Sample
 from .codec import encode
 from .plans import TestPlan, plan_from_asserts, plan_from_calls, reference_calls
@@ -55,7 +56,7 @@ def plan_mbpp(sample: Sample, sandbox: Sandbox) -> TestPlan:
 
 def _parse_plus_test(test: str) -> tuple[list, list | None, float, str]:
     """(inputs, results or None, atol, module code defining ``ref_func`` where results are absent)."""
-    tree = ast.parse(test)
+    tree = parse(test)
     check = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check")
     values, atol = {}, 0.0
     for node in check.body:
@@ -139,7 +140,7 @@ def _mbppplus_args(sample: Sample, args: list) -> list:
 
 
 def _parameters(source: str, name: str) -> list[str]:
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return [a.arg for a in node.args.args]
     return []

@@ -14,9 +14,10 @@ parse". A longer program is sent as it is: the sandboxed child compiles it under
 
 from __future__ import annotations
 
-import ast
 import re
 import warnings
+
+from ..pyast import parse
 
 FENCE_LANG = re.compile(r"[ \t]*+([A-Za-z0-9_+-]*+)")
 MAX_TRIM_LINES = 200
@@ -28,7 +29,7 @@ def _parses(source: str) -> bool:
     with warnings.catch_warnings():  # model code is full of invalid escape sequences; not our concern here
         warnings.simplefilter("ignore")
         try:
-            ast.parse(source)
+            parse(source)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
             return False
     return True

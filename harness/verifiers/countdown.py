@@ -29,6 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..options import NoOptions
+from ..pyast import parse
 from ..records import Sample, Verdict
 from .base import Verifier
 from .extract import extract_tagged_answer
@@ -78,7 +79,7 @@ def evaluate_expression(expression: str) -> tuple[Fraction, list[int]]:
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise ExpressionError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
     try:
-        tree = ast.parse(expression, mode="eval")
+        tree = parse(expression, mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise ExpressionError(f"not an arithmetic expression ({type(exc).__name__})") from exc
     literals: list[int] = []
