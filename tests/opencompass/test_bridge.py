@@ -71,7 +71,8 @@ def test_replayed_generations_score_the_same_through_opencompass(tmp_path, capsy
     oc, oc_rows = load_run(oc_dir)
     for field in ("metrics", "counts", "benchmarks", "decoding", "model", "suite", "status", "isolation", "flags"):
         assert oc[field] == native[field], field
-    assert oc["backend"] == {"name": "opencompass", "version": "0.5.4", "options": {"via": "replay"}}
+    assert oc["backend"] == {"name": "opencompass", "version": "0.5.4", "options": {"via": "replay"},
+                             "rules": {}}  # an engine declares no commit rule; decoders do
     assert oc_rows == native_rows
     values = {b: m["accuracy"]["value"] for b, m in oc["metrics"].items()}
     assert oc["decoding"]["num_samples"] == 2 and all(0 < v < 1 for v in values.values()), values
