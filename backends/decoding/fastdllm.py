@@ -57,19 +57,21 @@ class CacheStrategy:
     the block loop of :mod:`.mdm` with any rule of :data:`POLICIES`, so N caches and M rules make N + M
     parts. ``forward(model, canvas, cfg, lo)`` builds the block's forward; ``families`` are the decoding
     families it supports; ``Options`` its typed ``extra`` options (added to the rule's); ``unread`` the rule's
-    DecodingConfig fields it cannot honour (refused when set, left out of the record)."""
+    DecodingConfig fields it cannot honour (refused when set, left out of the record); ``columns`` whether it
+    runs over a decoder's column selection (DPad; tested against the authors' cached DPad loops)."""
 
     name: str
     forward: Callable
     families: frozenset[str]
     Options: type[Options] | None = None
     unread: frozenset[str] = frozenset()
+    columns: bool = False
 
 
 PREFIX = CacheStrategy("prefix", lambda model, canvas, cfg, lo: _Forward(model, canvas, cfg, lo, "prefix"),
-                       frozenset({"mdm", "dream"}))
+                       frozenset({"mdm", "dream"}), columns=True)
 DUAL = CacheStrategy("dual", lambda model, canvas, cfg, lo: _Forward(model, canvas, cfg, lo, "dual"),
-                     frozenset({"mdm", "dream"}))
+                     frozenset({"mdm", "dream"}), columns=True)
 
 
 def cache_strategy(mode: str, family: str | None = None) -> CacheStrategy | None:
@@ -151,7 +153,7 @@ def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
     """The reference block loop with a registered cache's forwards; ``policy`` as in :mod:`.mdm`,
     ``mode`` none or a name in ``registry.caches`` (default ``cfg.cache``). ``columns(model, canvas, cfg,
     gens)``, from a decoder that selects the canvas columns of each block's forward (DPad), runs the cache
-    over that selection (the Fast-dLLM caches only: their parity with the authors' DPad loops is tested)."""
+    over that selection (the caches that declare ``columns``: Fast-dLLM's, tested against the authors' DPad loops)."""
     mode = mode or cfg.cache
     strategy = cache_strategy(mode, model.arch.decoding_family)
 
@@ -165,9 +167,6 @@ def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
     return decode_masked_diffusion(model, canvas, cfg, gens, policy, block_forward=block_forward)
 
 
-COLUMN_CACHES = ("none", "prefix", "dual")  # tested with a column selection against the authors' DPad loops
-
-
 def cached_decoder(reference: Callable, mode: str) -> Callable:
     """The cached counterpart of a registered reference decoder, as ``decode(model, canvas, cfg, gens)``."""
     policy = POLICIES.get(reference)
@@ -176,9 +175,11 @@ def cached_decoder(reference: Callable, mode: str) -> Callable:
                           "use the torch engine for it")
 
     columns = reference.columns  # declared by every entry: None, or its own column selection (DPad)
-    if columns is not None and mode not in COLUMN_CACHES:
+    strategy = cache_strategy(mode)
+    if columns is not None and strategy is not None and not strategy.columns:
+        usable = ["none", *(name for name in caches.names() if caches.get(name).columns)]
         raise ConfigError(f"cache={mode} does not run over the column selection of decoder {reference.__name__!r}; "
-                          f"use cache={' or '.join(COLUMN_CACHES)}")
+                          f"use cache={' or '.join(usable)}")
 
     def decode(model, canvas, cfg, gens):
         return decode_cached(model, canvas, cfg, gens, policy, mode, columns)
