@@ -76,6 +76,12 @@ def llada_strategies(model, cfg: DecodingConfig) -> dict:
     """label -> run(canvas, gens): every registered masked-diffusion rule uncached (``mdm:*``, default
     options), every registered cache with low confidence, and each column-selecting rule (DPad) under the
     dual cache; enumerated from the registry, so a new strategy is measured without editing this file."""
+    def uncached(decode, c: DecodingConfig):
+        return lambda canvas, gens: decode(model, canvas, c, gens)
+
+    def cached(c: DecodingConfig, mode: str, columns=None):
+        return lambda canvas, gens: decode_cached(model, canvas, c, gens, llada.low_confidence, mode, columns)
+
     runners, seen = {}, set()
     for name in decoders.names():
         decode = decoders.get(name)
@@ -83,16 +89,11 @@ def llada_strategies(model, cfg: DecodingConfig) -> dict:
             continue
         seen.add(id(decode))
         rule_cfg = cfg.model_copy(update={"remasking": name.split(":", 1)[1]})
-        runners[name] = partial(lambda decode, c, canvas, gens: decode(model, canvas, c, gens), decode, rule_cfg)
+        runners[name] = uncached(decode, rule_cfg)
         if getattr(decode, "columns", None) is not None and "dual" in caches.names():
-            runners[f"dual+{name}"] = partial(
-                lambda c, cols, canvas, gens: decode_cached(model, canvas, c, gens, llada.low_confidence, "dual",
-                                                            cols), rule_cfg.model_copy(update={"cache": "dual"}),
-                decode.columns)
+            runners[f"dual+{name}"] = cached(rule_cfg.model_copy(update={"cache": "dual"}), "dual", decode.columns)
     for mode in caches.names():
-        cache_cfg = cfg.model_copy(update={"cache": mode})
-        runners[f"cache:{mode}"] = partial(
-            lambda c, m, canvas, gens: decode_cached(model, canvas, c, gens, llada.low_confidence, m), cache_cfg, mode)
+        runners[f"cache:{mode}"] = cached(cfg.model_copy(update={"cache": mode}), mode)
     return runners
 
 
