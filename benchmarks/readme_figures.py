@@ -29,7 +29,7 @@ from typing import Any
 from dare.harness.errors import DareError, InputError
 from dare.harness.records import RunRecord
 from dare.trainers.compare import load_comparison
-from dare.trainers.comparison_table import comparison_rows, markdown_table
+from dare.trainers.comparison_table import comparison_rows, comparison_tables
 from dare.trainers.evaluate import read_eval_marker
 
 BLOCK = re.compile(r"(<!-- readme_figures: (?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /readme_figures -->)", re.S)
@@ -75,7 +75,8 @@ def figures(name: str, out: Path) -> str:
     comparison, _ = load_comparison(name)
     label, baseline, start_dir = _start(out, comparison)
     rows = comparison_rows(out, label, baseline, comparison)
-    return markdown_table(rows) + "\n\n" + _depends_on(rows, start_dir) + "\n"
+    _, table = comparison_tables(rows, comparison)
+    return table + "\n\n" + _depends_on(rows, start_dir) + "\n"
 
 
 def regenerate(readme: str, sources: dict[str, Path]) -> str:

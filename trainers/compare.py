@@ -7,7 +7,10 @@ A comparison config (``configs/experiments/compare_*.yaml``, ``kind: comparison`
   whose final checkpoint is named ``label``;
 - ``train``: the TrainConfig fields every run shares (suite, steps, prompts and group sizes, lr, decoding,
   seed), so rollout budget, decoding and seeds are equal by construction;
-- ``runs``: one entry per algorithm or preset, with the few per-run overrides the comparison allows.
+- ``runs``: one entry per algorithm or preset, with the few per-run overrides the comparison allows;
+- ``seeds`` (optional): train every run once per seed (``runs/NAME-sSEED``), the start shared, and report each
+  run's mean over the seeds with an interval across them beside the paired interval
+  (trainers/comparison_seeds.py).
 
 ``dare-compare CONFIG --out DIR`` trains what is missing (each run resumes as ``dare-train`` does), evaluates
 the start and every final checkpoint on the suite's test split with that one DecodingConfig, and writes
@@ -89,8 +92,24 @@ class Comparison(BaseModel):
     start: StartSpec
     train: dict[str, Any] = Field(description="TrainConfig fields shared by every run")
     runs: list[RunSpec] = Field(min_length=1)
+    seeds: list[int] | None = Field(None, min_length=1, description="train every run once per seed; each "
+                                    "trains under runs/NAME-sSEED from the one start")
     threads: int = Field(1, ge=1, description="torch threads of every training and evaluation, the start's "
                          "included, whatever --jobs: a result must not depend on how many ran at once")
+
+    @model_validator(mode="after")
+    def _one_seed_source(self) -> Comparison:
+        if self.seeds is not None and "seed" in self.train:
+            raise ValueError("give the runs' seeds either as 'seeds: [...]' or as 'train.seed', not both")
+        if self.seeds is not None and len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds {self.seeds} repeat; list each seed once")
+        return self
+
+    def jobs(self) -> list[tuple[str, RunSpec, int | None]]:
+        """(run directory name, run, seed or None) of every training: one per run, or one per run and seed."""
+        if self.seeds is None:
+            return [(run.run_name, run, None) for run in self.runs]
+        return [(f"{run.run_name}-s{seed}", run, seed) for run in self.runs for seed in self.seeds]
 
 
 def load_comparison(path: str) -> tuple[Comparison, Path]:
@@ -112,6 +131,9 @@ def load_comparison(path: str) -> tuple[Comparison, Path]:
     if len(set(names)) != len(names):
         raise ConfigError(f"run names repeat in {names}; give the repeated algorithms distinct 'name's",
                           source=str(file))
+    keys = [key for key, _, _ in comparison.jobs()]
+    if len(set(keys)) != len(keys) or (comparison.seeds is not None and set(keys) & set(names)):
+        raise ConfigError(f"run directories {keys} repeat or shadow a run name; rename the runs", source=str(file))
     return comparison, file
 
 
@@ -123,13 +145,13 @@ class ComparisonRunner:
         self.start = comparison.start
         self.label = self.start.label or self.start.model or self.start.recipe
         self.model = self._start_model()
-        self.configs = {r.run_name: self._run_config(r) for r in comparison.runs}
+        self.configs = {key: self._run_config(run, seed) for key, run, seed in comparison.jobs()}
         self.shared = next(iter(self.configs.values()))  # suite, engine, dtype, limit and decoding of every run
 
     # ------------------------------------------------------------------ configs
-    def _run_config(self, run: RunSpec) -> TrainConfig:
+    def _run_config(self, run: RunSpec, seed: int | None) -> TrainConfig:
         shared = {**self.comparison.train, "algorithm": run.algorithm, "model_label": self.label,
-                  "threads": self.comparison.threads}
+                  "threads": self.comparison.threads, **({} if seed is None else {"seed": seed})}
         config = load_experiment(None, {**shared, **run.settings, "model": self.model})
         algo, settings = resolve_algorithm(config.algorithm, config.algorithm_settings)
         needs = build_algorithm(algo, settings).requirements()
@@ -204,15 +226,17 @@ class ComparisonRunner:
         return run_dir
 
     def run(self, only: list[str] | None = None, jobs: int = 1, config_path: str = "") -> dict[str, Any]:
-        """Train and evaluate the start, then the runs named in ``only`` (default all), ``jobs`` at a time
-        (each in its own ``dare-train --compare`` process; every run uses ``threads`` torch threads)."""
-        unknown = sorted(set(only or []) - set(self.configs))
+        """Train and evaluate the start, then the runs named in ``only`` (default all; a run's name selects
+        all its seeds, ``NAME-sSEED`` one), ``jobs`` at a time (each in its own ``dare-train --compare``
+        process; every run uses ``threads`` torch threads)."""
+        jobs_of = {key: run.run_name for key, run, _ in self.comparison.jobs()}
+        unknown = sorted(set(only or []) - set(jobs_of) - set(jobs_of.values()))
         if unknown:
             raise ConfigError(f"--only {unknown}: no such run; runs: {', '.join(self.configs)}")
         torch.set_num_threads(self.comparison.threads)  # the start's evaluation runs in this process
         start = self.start_checkpoint()
         baseline = self.baseline(start)
-        names = [n for n in self.configs if not only or n in only]
+        names = [key for key, name in jobs_of.items() if not only or key in only or name in only]
         if jobs > 1 and len(names) > 1:
             self._parallel(names, jobs, config_path)
         else:

@@ -37,6 +37,7 @@ def paired_delta(run: dict, base: dict, metric: str) -> dict[str, Any]:
 
 
 def _row(name: str, algorithm: str, eval_dir: Path, base: dict, run_dir: Path | None) -> dict[str, Any]:
+    """A run's (or with ``run_dir`` None, the start's) metrics, paired change from ``base`` and CPU time."""
     record = RunRecord.model_validate_json((eval_dir / "run.json").read_text())
     metrics = {f"{bench}/{m}": v.model_dump(mode="json") for bench, ms in record.metrics.items() for m, v in ms.items()}
     samples = _per_sample(eval_dir)
@@ -57,21 +58,34 @@ def comparison_rows(out: Path, label: str, baseline: Path, comparison) -> list[d
     """One row per finished run (the start first), read from the evaluation records under ``out``."""
     base = _per_sample(baseline)
     rows = [_row(label, "start", baseline, base, None)]
-    for run in comparison.runs:
-        run_dir = out / "runs" / run.run_name
+    for key, run, seed in comparison.jobs():
+        run_dir = out / "runs" / key
         eval_dir = read_eval_marker(run_dir)
         if eval_dir is not None:
-            rows.append(_row(run.run_name, run.algorithm, eval_dir, base, run_dir))
+            rows.append({**_row(key, run.algorithm, eval_dir, base, run_dir), "run": run.run_name, "seed": seed})
     return rows
+
+
+def comparison_tables(rows: list[dict[str, Any]], comparison) -> tuple[list[dict[str, Any]], str]:
+    """(the across-seed rows, the markdown): with ``seeds``, the table over seeds first, then every seed's."""
+    if comparison.seeds is None:
+        return [], markdown_table(rows)
+    from .comparison_seeds import seed_rows, seed_table
+
+    across = seed_rows(rows, _per_sample(Path(rows[0]["eval_run"])), comparison)
+    return across, seed_table(rows[0], across) + "\n\nEach seed:\n\n" + markdown_table(rows)
 
 
 def summarise(out: Path, label: str, baseline: Path, comparison) -> dict[str, Any]:
     """comparison.json and comparison.md from the records of the runs that have finished so far; ``comparison``
     is the :class:`~.compare.Comparison` (its description, shared settings and runs)."""
     rows = comparison_rows(out, label, baseline, comparison)
+    across, table = comparison_tables(rows, comparison)
     summary = {"description": comparison.description, "start": label, "train": comparison.train, "rows": rows}
+    if comparison.seeds is not None:
+        summary.update(seeds=comparison.seeds, across_seeds=across)
     (out / "comparison.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "comparison.md").write_text(markdown_table(rows) + "\n")
+    (out / "comparison.md").write_text(table + "\n")
     return summary
 
 

@@ -5,6 +5,11 @@
 Copies the last complete checkpoint's weights (cast to bf16, the dtype of every shipped checkpoint), its
 config and tokenizer files, and next to them the run's ``train_config.json`` and ``metrics.jsonl`` as
 ``training_config.json`` / ``training_log.jsonl``: the model carries the recipe and the log it came from.
+A model trained in stages (each stage's ``--model-path`` the previous stage's final checkpoint) names the
+earlier runs, oldest first, with ``--after``; they are kept as ``training_stageK_config.json`` /
+``training_stageK_log.jsonl`` (K = 1, 2, ...), the final stage under the names above::
+
+    python -m dare.trainers.ship runs/stage2 configs/models/tiny-llada-long --after runs/stage1
 """
 
 from __future__ import annotations
@@ -23,12 +28,19 @@ from dare.harness.errors import ConfigError
 from . import checkpoint as ckpt
 
 
-def ship(run_dir: Path, destination: Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+def ship(run_dir: Path, destination: Path, dtype: torch.dtype = torch.bfloat16,
+         after: tuple[Path, ...] = ()) -> Path:
+    """Write ``run_dir``'s last complete checkpoint to ``destination`` as a shipped model, ``after`` its
+    earlier stages' runs (oldest first); returns ``destination``."""
+    for earlier in after:
+        if not (earlier / "train_config.json").is_file():
+            raise ConfigError(f"--after {earlier}: not a dare-train run (no train_config.json); name the earlier "
+                              "stage's run directory")
     final = ckpt.latest(run_dir)
     if final is None:
         raise ConfigError(f"{run_dir} has no complete checkpoint; train first (dare-train ... --out {run_dir.parent})")
     destination.mkdir(parents=True, exist_ok=True)
-    for old in destination.glob("*.safetensors*"):
+    for old in [*destination.glob("*.safetensors*"), *destination.glob("training_stage*")]:
         old.unlink()
     tensors: dict[str, torch.Tensor] = {}
     for shard in sorted(final.glob("*.safetensors")):
@@ -43,10 +55,23 @@ def ship(run_dir: Path, destination: Path, dtype: torch.dtype = torch.bfloat16) 
             shutil.copy2(final / name, destination / name)
     shutil.copy2(run_dir / "train_config.json", destination / "training_config.json")
     shutil.copy2(run_dir / "metrics.jsonl", destination / "training_log.jsonl")
+    for stage, earlier in enumerate(after, 1):
+        shutil.copy2(earlier / "train_config.json", destination / f"training_stage{stage}_config.json")
+        shutil.copy2(earlier / "metrics.jsonl", destination / f"training_stage{stage}_log.jsonl")
     return destination
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: python -m dare.trainers.ship RUN_DIR DESTINATION")
-    print(ship(Path(sys.argv[1]), Path(sys.argv[2])))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("destination", type=Path)
+    parser.add_argument("--after", type=Path, action="append", default=[], metavar="RUN_DIR",
+                        help="an earlier stage's run (repeat, oldest first)")
+    args = parser.parse_args()
+    try:
+        print(ship(args.run_dir, args.destination, after=tuple(args.after)))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -67,6 +68,9 @@ def test_comparison_trains_every_run_from_one_start_and_resumes(tmp_path, capsys
     ({"runs": [{"algorithm": "mdpo"}]}, "needs a bidirectional model and the start is block_causal"),
     ({"runs": [{"algorithm": "d2"}]}, "unknown algorithm 'd2'"),
     ({"train": {**TRAIN, "stepz": 3}}, "stepz"),
+    ({"seeds": [0, 1], "train": {**TRAIN, "seed": 3}}, "not both"),
+    ({"seeds": [1, 1]}, "seeds [1, 1] repeat"),
+    ({"seeds": []}, "seeds"),
 ])
 def test_bad_comparisons_are_one_line_errors_before_any_training(tmp_path, capsys, changes, message):
     out = tmp_path / "out"
@@ -79,6 +83,37 @@ def test_bad_comparisons_are_one_line_errors_before_any_training(tmp_path, capsy
 def test_only_names_known_runs(tmp_path, capsys):
     assert main(["--compare", write_config(tmp_path), "--out", str(tmp_path / "o"), "--only", "dipo,spg"]) == 2
     assert "--only ['spg']: no such run" in capsys.readouterr().err
+
+
+def test_seeds_train_each_run_once_per_seed_and_summarise_across_them(tmp_path, capsys):
+    from dare.trainers.comparison_seeds import t975
+    from dare.trainers.comparison_table import _per_sample
+
+    out = tmp_path / "out"
+    config = write_config(tmp_path, seeds=[0, 1], runs=[{"algorithm": "dipo"}])
+    assert main(["--compare", config, "--out", str(out), "--only", "dipo-s1"]) == 0
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["dipo-s1"]
+    assert main(["--compare", config, "--out", str(out), "--only", "dipo"]) == 0  # the name selects all its seeds
+    summary = json.loads((out / "comparison.json").read_text())
+    start, *runs = summary["rows"]
+    assert [(r["name"], r["run"], r["seed"], r["budget"]["seed"]) for r in runs] == [
+        ("dipo-s0", "dipo", 0, 0), ("dipo-s1", "dipo", 1, 1)]
+    (across,) = summary["across_seeds"]
+    assert across["seeds"] == [0, 1] and across["complete"]
+    # the across-seed interval, by hand: mean +- t(0.975, 1) * sample sd / sqrt(2); sd = |a - b| / sqrt(2)
+    a, b = (r["metrics"]["sudoku/partial_credit"]["value"] for r in runs)
+    got = across["metrics"]["sudoku/partial_credit"]
+    half = 12.706 * abs(a - b) / 2
+    assert got["value"] == pytest.approx((a + b) / 2) and got["ci"] == pytest.approx([(a + b) / 2 - half, (a + b) / 2 + half])
+    # the paired change averages each sample over the seeds before subtracting the start
+    base = _per_sample(Path(start["eval_run"]))
+    seeds = [_per_sample(Path(r["eval_run"])) for r in runs]
+    diffs = [(seeds[0][k]["partial_credit"] + seeds[1][k]["partial_credit"]) / 2 - base[k]["partial_credit"] for k in base]
+    assert across["delta"]["partial_credit"]["paired"]["value"] == pytest.approx(sum(diffs) / len(diffs))
+    assert across["delta"]["partial_credit"]["across_seeds"]["values"] == [r["delta"]["partial_credit"]["value"] for r in runs]
+    table = (out / "comparison.md").read_text()
+    assert "| dipo | dipo | 0,1 |" in table and "| dipo-s1 | dipo |" in table and "Each seed:" in table
+    assert t975(2) == 4.303 and t975(60) == pytest.approx(2.000, abs=1e-3)
 
 
 @pytest.mark.slow
