@@ -10,7 +10,13 @@ is the benchmark's partial-credit metric). Modes: ``reference`` (torch engine, o
 the same prompts unless ``--reference-samples`` limits the slow reference to the first N (tokens/s is a
 rate; its accuracy is then over that subset, reported with its n).
 The last line is one JSON object with ``speedup`` (mode -> tokens/s over the reference), ``accuracy``
-and ``partial_credit``.
+with its bootstrap 95% interval (``accuracy_ci``), ``accuracy_delta`` (each mode minus the reference,
+paired over the prompts both decoded, with its paired bootstrap interval) and ``partial_credit``.
+
+The long-canvas measurement (154-token answers, 5 blocks of 32)::
+
+    python benchmarks/decode_speed.py --model tiny-llada-long --benchmark long_addition --samples 128 \
+        --gen-length 160 --block-length 32
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dare.backends.engines.torch import TorchEngine
 from dare.harness import config, prompts
 from dare.harness import verifiers as _verifiers  # noqa: F401  (registers the verifiers)
 from dare.harness.data import load_samples
-from dare.harness.metrics import partial_credit
+from dare.harness.metrics import bootstrap_ci, partial_credit
 from dare.harness.engine import EngineContext, GenerationRequest, request_seed
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import verifiers
@@ -46,9 +52,18 @@ def _run(engine, requests, samples, cfg, verifier) -> dict:
     tokens = sum(len(g.token_ids or []) for g in outputs)
     nfe = sum(g.nfe or 0 for g in outputs)
     verdicts = verifier.verify_batch([(s, g.text) for s, g in zip(samples, outputs)])
+    passed = [float(v.passed) for v in verdicts]
     return {"tokens_per_s": round(tokens / seconds, 2), "seconds": round(seconds, 2), "samples": len(outputs),
-            "nfe_per_token": round(nfe / tokens, 4), "accuracy": sum(v.passed for v in verdicts) / len(verdicts),
+            "nfe_per_token": round(nfe / tokens, 4), "accuracy": sum(passed) / len(passed),
+            "accuracy_ci": [round(x, 4) for x in bootstrap_ci(passed)], "passed": passed,
             "partial_credit": round(partial_credit(verdicts), 4)}
+
+
+def _paired(mode: dict, reference: dict) -> dict:
+    """Accuracy of ``mode`` minus the reference's over the prompts both decoded (the reference's first n)."""
+    diffs = [a - b for a, b in zip(mode["passed"], reference["passed"])]
+    return {"value": round(sum(diffs) / len(diffs), 4), "ci": [round(x, 4) for x in bootstrap_ci(diffs)],
+            "n": len(diffs)}
 
 
 def main() -> None:
@@ -82,9 +97,10 @@ def main() -> None:
     for mode, (engine, cfg) in modes.items():
         n = (args.reference_samples or len(samples)) if mode == "reference" else len(samples)
         results[mode] = _run(engine, requests[:n], samples[:n], cfg, verifier)
+        lo, hi = results[mode]["accuracy_ci"]
         print(f"{mode:15s} {results[mode]['tokens_per_s']:9.1f} tok/s  {results[mode]['nfe_per_token']:.3f} NFE/token  "
-              f"accuracy {results[mode]['accuracy']:.3f} partial credit {results[mode]['partial_credit']:.3f} "
-              f"(n={results[mode]['samples']})", flush=True)
+              f"accuracy {results[mode]['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] partial credit "
+              f"{results[mode]['partial_credit']:.3f} (n={results[mode]['samples']})", flush=True)
     verifier.close()
     ref = results["reference"]["tokens_per_s"]
     print(json.dumps({
@@ -93,6 +109,8 @@ def main() -> None:
         "threshold": args.threshold,
         "speedup": {m: round(r["tokens_per_s"] / ref, 2) for m, r in results.items() if m != "reference"},
         "accuracy": {m: r["accuracy"] for m, r in results.items()},
+        "accuracy_ci": {m: r["accuracy_ci"] for m, r in results.items()},
+        "accuracy_delta": {m: _paired(r, results["reference"]) for m, r in results.items() if m != "reference"},
         "partial_credit": {m: r["partial_credit"] for m, r in results.items()},
         "accuracy_n": {m: r["samples"] for m, r in results.items()}, "results": results}))
 

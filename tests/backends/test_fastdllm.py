@@ -209,3 +209,9 @@ def test_speed_benchmark_reports_ratios_and_accuracy(monkeypatch, capsys):
     assert all(v > 0 for v in report["speedup"].values())
     assert set(report["accuracy"]) == {"reference", "prefix", "dual", "dual_threshold"}
     assert report["accuracy_n"] == {"reference": 2, "prefix": 4, "dual": 4, "dual_threshold": 4}
+    ref = report["results"]["reference"]["passed"]
+    for mode, delta in report["accuracy_delta"].items():  # paired over the 2 prompts the reference decoded
+        mine = report["results"][mode]["passed"][:2]
+        assert delta["n"] == 2 and delta["value"] == pytest.approx(sum(a - b for a, b in zip(mine, ref)) / 2)
+        lo, hi = report["accuracy_ci"][mode]
+        assert lo <= report["accuracy"][mode] <= hi
