@@ -106,10 +106,11 @@ class Comparison(BaseModel):
         return self
 
     def jobs(self) -> list[tuple[str, RunSpec, int | None]]:
-        """(run directory name, run, seed or None) of every training: one per run, or one per run and seed."""
+        """(run directory name, run, seed or None) of every training: one per run, or one per run and seed,
+        seed by seed (an interrupted comparison has whole seeds done, not one algorithm's)."""
         if self.seeds is None:
             return [(run.run_name, run, None) for run in self.runs]
-        return [(f"{run.run_name}-s{seed}", run, seed) for run in self.runs for seed in self.seeds]
+        return [(f"{run.run_name}-s{seed}", run, seed) for seed in self.seeds for run in self.runs]
 
 
 def load_comparison(path: str) -> tuple[Comparison, Path]:

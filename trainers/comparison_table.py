@@ -58,7 +58,8 @@ def comparison_rows(out: Path, label: str, baseline: Path, comparison) -> list[d
     """One row per finished run (the start first), read from the evaluation records under ``out``."""
     base = _per_sample(baseline)
     rows = [_row(label, "start", baseline, base, None)]
-    for key, run, seed in comparison.jobs():
+    order = [run.run_name for run in comparison.runs]
+    for key, run, seed in sorted(comparison.jobs(), key=lambda job: order.index(job[1].run_name)):  # seeds together
         run_dir = out / "runs" / key
         eval_dir = read_eval_marker(run_dir)
         if eval_dir is not None:

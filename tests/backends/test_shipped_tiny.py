@@ -9,7 +9,7 @@ import pytest
 from dare.backends.engines.torch import TorchEngine
 from dare.backends.models.loader import fingerprint
 from dare.backends.models.tiny import SHIPPED, write_shipped
-from dare.backends.models.tiny_planning import TRAINED
+from dare.backends.models.tiny_planning import TRAINED, TRAINED_ON
 
 ALL = {**SHIPPED, **{name: arch for name, (arch, _) in TRAINED.items()}}
 from dare.harness import config
@@ -45,19 +45,25 @@ def test_trained_tiny_models_carry_recipe_and_log(name):
     assert recipe["algorithm"] == "sft" and len(log) == recipe["steps"]
     assert [row["step"] for row in log] == list(range(1, recipe["steps"] + 1))
     assert log[-1]["loss"] < log[0]["loss"] / 5  # it learned (the accuracy is in README and the model YAML)
+    for stage in sorted(root.glob("training_stage*_config.json")):  # earlier stages of a staged recipe
+        earlier = json.loads(stage.read_text())["config"]
+        rows = (root / stage.name.replace("_config.json", "_log.jsonl")).read_text().splitlines()
+        assert earlier["suite"] == recipe["suite"] and len(rows) == earlier["steps"]
 
 
 def _attention_entropy(name: str) -> list[float]:
-    """Mean attention entropy (nats) per layer of the shipped model ``name`` over Sudoku prompts followed by
-    their gold canvas (EOS-padded to 32 tokens), all keys visible."""
+    """Mean attention entropy (nats) per layer of the shipped model ``name`` over prompts of the benchmark it
+    learned followed by their gold canvas (EOS-padded to its decoding length), all keys visible."""
     import torch
 
     from dare.backends.models import layers
     from dare.trainers.data import train_items
     from dare.trainers.rollout import Verifiers, supervised_batch
 
-    engine = TorchEngine(EngineContext(model_name=name, model_spec=config.model(name), options={"dtype": "float32"}))
-    batch = supervised_batch(engine, train_items("sudoku")[:16], Verifiers(), True, 32)
+    spec = config.model(name)
+    engine = TorchEngine(EngineContext(model_name=name, model_spec=spec, options={"dtype": "float32"}))
+    canvas = spec.decoding_for("planning")["gen_length"]
+    batch = supervised_batch(engine, train_items(TRAINED_ON[name])[:16], Verifiers(), True, canvas)
     entropies: list[float] = []
 
     def recording(q, k, v, mask):
@@ -86,7 +92,7 @@ def test_trained_tiny_models_attention_has_not_collapsed(name):
     assert len(entropies) == 4 and min(entropies) > 0.5, entropies
 
 
-@pytest.mark.parametrize("name", sorted(TRAINED))
+@pytest.mark.parametrize("name", sorted(n for n in TRAINED if TRAINED_ON[n] == "sudoku"))
 def test_trained_tiny_models_solve_sudoku(tmp_path, name):
     """The shipped trained models solve the first 32 Sudoku test puzzles with their default decoding."""
     import json
