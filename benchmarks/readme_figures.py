@@ -1,7 +1,7 @@
 """Regenerate the README's measured comparison figures from run records, never by hand.
 
     python benchmarks/readme_figures.py README.md compare_sudoku_block=runs/compare-block \\
-        compare_sudoku_masked=runs/compare-masked [--check]
+        compare_sudoku_masked=runs/compare-masked compare_sudoku_masked_lr1e4=runs/compare-masked-lr1e4 [--check]
 
 Each ``CONFIG=DIR`` pair names a comparison config (configs/experiments or a path) and the ``--out`` that
 ``dare-train --compare CONFIG --out DIR`` wrote. The README block between
@@ -11,7 +11,8 @@ Each ``CONFIG=DIR`` pair names a comparison config (configs/experiments or a pat
     <!-- /readme_figures -->
 
 is replaced by the table rebuilt from DIR's evaluation records (run.json + samples.jsonl: metrics,
-intervals, paired changes from the start) and training logs (CPU seconds per logged step), followed by
+intervals, paired changes from the start; for a comparison over seeds, the table over seeds then each
+seed's) and training logs (CPU seconds per logged step), followed by
 one line of what those records say the results depend on (torch threads, deterministic switch, CPU
 capability, torch version, start CPU seconds). ``--check`` changes nothing and exits 1 when the README
 differs from the records (for CI once the records are kept). The last line printed is one JSON object.
