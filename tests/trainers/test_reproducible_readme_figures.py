@@ -67,8 +67,8 @@ def test_a_missing_block_or_missing_records_is_one_line_exit_2(compared, tmp_pat
 
 
 def test_the_readme_tables_equal_the_kept_records(monkeypatch, capsys):
-    """README.md's two comparison tables are what the kept records (docs/figures/compare/, the `--out` folders
-    of both comparisons without checkpoints and caches) give: a table typed by hand, or records replaced without
+    """README.md's comparison tables are what the kept records (docs/figures/compare/, the `--out` folders
+    of the comparisons without checkpoints and caches) give: a table typed by hand, or records replaced without
     regenerating the README, fail here."""
     root = SCRIPT.parents[1]
     kept = root / "docs" / "figures" / "compare"
