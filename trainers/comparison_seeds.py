@@ -86,7 +86,7 @@ def seed_table(start: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     accuracy = next((n for n in names if n.endswith("/accuracy")), names[0])
     head = ["run", "algorithm", "seeds", *(f"{n} (across seeds)" for n in names), f"{accuracy} per seed",
             "Δ accuracy (paired)", "Δ accuracy (across seeds)", "Δ partial credit (paired)",
-            "Δ partial credit (across seeds)", "train CPU s"]
+            "Δ partial credit (across seeds)", "train CPU s (all seeds)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
              "| " + " | ".join([start["name"], "start", "–", *(_interval(start["metrics"][n]) for n in names), "–",
                                 *["(start)"] * 4, "–"]) + " |"]
