@@ -71,7 +71,7 @@ if __name__ == "__main__":
                         help="an earlier stage's run (repeat, oldest first)")
     args = parser.parse_args()
     try:
-        print(ship(args.run_dir, args.destination, after=tuple(args.after)))
+        sys.stdout.write(f"{ship(args.run_dir, args.destination, after=tuple(args.after))}\n")
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
