@@ -16,7 +16,8 @@ from . import config as cfg
 from .cliutil import Parser, progress_bars
 from .dryrun import describe, rule_lines
 from .errors import DareError
-from .plan import evaluate, plan, resolve_decoding
+from .plan import evaluate, plan
+from .resolve import layered
 from .registry import caches, decoders, engines, load_plugins, metrics
 from .runner import EvalPlan
 from .verifiers import verifiers
@@ -97,7 +98,7 @@ def _model_lines(spec: cfg.ModelSpec) -> list[str]:
 def _model_decoding(spec: cfg.ModelSpec, suite: str) -> dict[str, Any]:
     """The fields a run of ``suite`` takes from the model's settings, through the one resolver (engine
     defaults come on top at run time)."""
-    return {k: v for k, v in resolve_decoding(spec, suite).model_dump().items() if v is not None}
+    return {k: v for k, v in layered(spec, suite).model_dump().items() if v is not None}
 
 
 def _id_format(data_file: str) -> str:

@@ -8,6 +8,7 @@ Engines are registered by name in ``registry.engines`` (lazily) and built with :
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -74,6 +75,28 @@ class Engine(Protocol):
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
         """Generations for ``requests``, in order. Must not depend on how requests are batched."""
+        ...
+
+
+@runtime_checkable
+class InProcessEngine(Engine, Protocol):
+    """An engine that holds a live torch model (``capabilities.in_process_model``): what trainers use.
+
+    Rollouts decode with it and the trainer updates the very network it decodes with, so a likelihood is
+    computed on exactly the prompt the decoder saw and no weights are copied between the two.
+    """
+
+    @property
+    def model(self) -> Any:
+        """The loaded model (``dare.backends.models.loader.LoadedModel``: net, tokenizer, arch, special ids)."""
+        ...
+
+    def use_model(self, model: Any) -> None:
+        """Decode with ``model`` from now on (a trainer's policy, or weights it filled in itself)."""
+        ...
+
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of the prompt the decoder sees for chat ``messages`` (chat template applied)."""
         ...
 
 

@@ -6,11 +6,9 @@
     record = dare.evaluate(p)                # -> RunRecord (run.json); p.run_dir is the run directory
 
 dare-eval, dare-train's automatic evaluation, ``--compare``, the OpenCompass bridge and ``--workers`` all
-come through here, so a DecodingConfig is resolved in one place (:func:`resolve_decoding`: the model's
-settings for the suite, then the engine's defaults, then the caller's) and checked in one place
-(:func:`check_decoding`): a field the chosen decoder does not read is refused when the caller set it and
-reset to its default when it came from a model's settings, so two configs share a hash exactly when the
-decoder sees the same settings. The engine's and every verifier's options are typed (unknown keys refused
+come through here, and the decoding through the one resolver (:func:`dare.harness.resolve.resolve_decoding`: the
+model's settings for the suite, then the engine's defaults, then the caller's, checked against the decoder
+the engine declares), so two configs share a hash exactly when the decoder sees the same settings. The engine's and every verifier's options are typed (unknown keys refused
 with a did-you-mean) and recorded.
 """
 
@@ -24,60 +22,17 @@ from . import config as cfg
 from . import overrides as overrides_lib
 from .cliutil import check_device
 from .data import load_rows
-from .engine import EngineBase, EngineContext, declared_decoder
+from .engine import EngineBase, EngineContext
 from .errors import ConfigError, InputError
 from .models import ResolvedModel, resolve
-from .options import HARNESS_FIELDS, DecoderInfo, Options, capabilities, parse_options
+from .options import capabilities, parse_options
 from .records import DecodingConfig, RunRecord
+from .resolve import resolve_decoding
 from .registry import did_you_mean, engines
 from .runner import EvalPlan, run_eval
 from .rundir import check_writable
 from .verifiers import verifiers
 from .verifiers.base import verifier_options
-
-_DEFAULTS = DecodingConfig()
-
-
-def resolve_decoding(spec: cfg.ModelSpec | None, suite: str, settings: dict[str, Any] | None = None,
-                     engine: Any = None, source: str = "--set") -> DecodingConfig:
-    """The run's DecodingConfig: the model's settings for ``suite``, then the engine's declared defaults,
-    then ``settings`` (every invalid field reported at once)."""
-    base = spec.decoding_for(suite) if spec else {}
-    defaults = engine.decoding_defaults() if engine is not None and capabilities(engine).decoding_defaults else {}
-    return cfg.decoding_with_overrides({**base, **defaults}, dict(settings or {}), source=source)
-
-
-def check_decoding(decoding: DecodingConfig, decoder: DecoderInfo | None, explicit: set[str],
-                   source: str = "--set") -> tuple[DecodingConfig, Options | None, list[str] | None]:
-    """(decoding with unread fields at their defaults, the decoder's ``extra`` options, fields recorded).
-
-    A field in ``explicit`` (set by the caller) that the decoder does not read is refused, naming the
-    decoders that do; an unread field from a model's settings is reset to its default. Unknown ``extra``
-    keys are refused. ``decoder`` None (an engine that declares none): everything counts as read.
-    """
-    if decoder is None:
-        return decoding, None, None
-    reads = decoder.reads | HARNESS_FIELDS
-    problems, reset = [], {}
-    for name in DecodingConfig.model_fields:
-        if name in reads or name == "extra" or getattr(decoding, name) == getattr(_DEFAULTS, name):
-            continue
-        if name in explicit:
-            readers = [d for d, fields in sorted(decoder.catalog.items()) if name in fields]
-            who = f"it is read by {', '.join(readers)}" if readers else "no decoder of this engine reads it"
-            problems.append(f"{name}={getattr(decoding, name)!r} is not read by decoder {decoder.name} ({who}); "
-                            f"drop it or choose a decoder that reads it")
-        reset[name] = getattr(_DEFAULTS, name)
-    flat = {k: v for k, v in decoding.extra.items() if k not in decoder.namespaces}
-    for space in decoder.namespaces & set(decoding.extra):
-        flat.update(decoding.extra[space] or {})
-    if problems:
-        raise ConfigError(problems, source=source)
-    extra = parse_options(decoder.options, flat, "extra")
-    decoding = decoding.model_copy(update=reset) if reset else decoding
-    fields = sorted((reads & set(DecodingConfig.model_fields)) | ({"extra"} if decoding.extra else set()))
-    return decoding, extra, fields
-
 
 def _options(engine_cls: Any, values: dict[str, Any]) -> Any:
     """Typed options for engines that declare them (EngineBase subclasses); the dict for the others."""
@@ -164,17 +119,13 @@ def plan(model: str | None = None, suite: str | None = None, engine: str = "torc
         built = ParallelEngine(engine, ctx, workers)
     else:
         built = engine_cls(ctx)  # cheap: engines load weights lazily, in prepare(), after these checks
-    if isinstance(decoding, DecodingConfig):
-        resolved_decoding = cfg.decoding_with_overrides(decoding.model_dump(), given, source="--set")
-    else:
-        resolved_decoding = resolve_decoding(resolved.spec, suite_spec.name, given, built)
-    decoder = declared_decoder(built, resolved_decoding)
-    resolved_decoding, extra, fields = check_decoding(resolved_decoding, decoder, explicit)
+    base = decoding if isinstance(decoding, DecodingConfig) else None
+    run = resolve_decoding(built, resolved.spec, suite_spec.name, given, explicit=explicit, base=base)
     return EvalPlan(
-        suite=suite_spec, decoding=resolved_decoding, engine=built, model_name=resolved.name, out_dir=out,
+        suite=suite_spec, decoding=run.config, engine=built, model_name=resolved.name, out_dir=out,
         cache_dir=Path(cache_dir) if cache_dir else out / ".cache", limit=limit, verifier_options=verifier_opts,
-        flags=flags, command=list(command), progress=progress, decoder=decoder, decoder_options=extra,
-        decoding_fields=fields, training=training,
+        flags=flags, command=list(command), progress=progress, decoder=run.decoder, decoder_options=run.options,
+        decoding_fields=run.fields, training=training,
     )
 
 

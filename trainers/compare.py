@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from dare.harness import config as hcfg
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
-from dare.harness.plan import resolve_decoding
+from dare.harness.resolve import layered
 from dare.harness.registry import architectures
 
 from . import checkpoint as ckpt
@@ -196,7 +196,7 @@ class ComparisonRunner:
     def decoding(self):
         """The one DecodingConfig of every evaluation: the start model's defaults with ``train.decoding``."""
         config = self.shared
-        return resolve_decoding(hcfg.model(self.model), config.suite, config.decoding, source="decoding")
+        return layered(hcfg.model(self.model), config.suite, config.decoding, source="decoding")
 
     def _train_and_evaluate(self, config: TrainConfig, run_dir: Path) -> Path:
         """Train (resuming), then evaluate the final checkpoint with the comparison's decoding and limit."""

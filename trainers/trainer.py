@@ -20,11 +20,11 @@ import torch
 
 from dare.backends.models.loader import load_model
 from dare.harness import config as hcfg
-from dare.harness.engine import EngineBase, EngineContext
+from dare.harness.engine import EngineContext
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
-from dare.harness.plan import check_decoding, resolve_decoding
+from dare.harness.resolve import resolve_decoding
 from dare.harness.registry import engines
 
 from . import checkpoint as ckpt
@@ -184,9 +184,7 @@ class LocalTrainer:
 
     def _decodings(self):
         cfg = self.config
-        evaluation = resolve_decoding(self.spec, cfg.suite, cfg.decoding, self.engine, source="decoding")
-        decoder = self.engine.decoder(evaluation) if isinstance(self.engine, EngineBase) else None
-        evaluation, _, _ = check_decoding(evaluation, decoder, set(cfg.decoding), "decoding")
+        evaluation = resolve_decoding(self.engine, self.spec, cfg.suite, cfg.decoding, source="decoding").config
         rows = cfg.prompts_per_step * cfg.group_size
         algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
         rollout = {"num_samples": cfg.group_size, "batch_size": rows, **ROLLOUT_DEFAULTS, **algo, **cfg.rollout_decoding}

@@ -75,6 +75,10 @@ class TorchEngine(EngineBase):
                                      dtype=_DTYPES[self._dtype()], attention=self.options.attention)
         return self._model
 
+    def use_model(self, model: LoadedModel) -> None:
+        """Decode with ``model`` from now on (a trainer's policy, or weights it filled in itself)."""
+        self._model = model
+
     def model_info(self) -> ModelInfo:
         digest, parts = fingerprint(self.path)
         return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.arch.name,

@@ -23,7 +23,7 @@ from opencompass.openicl.icl_retriever import ZeroRetriever
 
 from dare.harness import config as cfg
 from dare.harness.errors import PrerequisiteError
-from dare.harness.plan import resolve_decoding
+from dare.harness.resolve import layered
 from dare.harness.rundir import slug
 
 from .dataset import ID_COLUMN, DareBenchmarkDataset, message_columns, prompt_template
@@ -67,7 +67,7 @@ def dare_model(engine: str = "torch", model: str | None = None, *, abbr: str | N
     config file is read (:func:`~.validate.check_model`): a typo stops OpenCompass with one line."""
     check_model(engine, model, decoding, options)
     spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
-    settings = resolve_decoding(spec, options.get("suite") or "default", decoding, source="dare_model decoding")
+    settings = layered(spec, options.get("suite") or "default", decoding, source="dare_model decoding")
     return dict(
         abbr=abbr or slug(f"dare-{engine}-{model or 'model'}"), type=dotted(DareModel), engine=engine, model=model,
         decoding=dict(decoding or {}), batch_size=batch_size or settings.batch_size,

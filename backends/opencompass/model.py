@@ -27,10 +27,10 @@ from opencompass.registry import MODELS
 from opencompass.utils import get_logger
 
 from dare.harness import config as cfg
-from dare.harness.engine import EngineBase, EngineContext, GenerationRequest, request_seed
+from dare.harness.engine import EngineContext, GenerationRequest, request_seed
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
-from dare.harness.plan import check_decoding, resolve_decoding
+from dare.harness.resolve import resolve_decoding
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.registry import engines
 
@@ -91,9 +91,7 @@ class DareModel(BaseModel):
         if isinstance(decoding, DecodingConfig):
             return decoding
         spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
-        resolved = resolve_decoding(spec, suite or "default", decoding, self.engine, source="DareModel decoding")
-        decoder = self.engine.decoder(resolved) if isinstance(self.engine, EngineBase) else None
-        return check_decoding(resolved, decoder, set(decoding or {}), source="DareModel decoding")[0]
+        return resolve_decoding(self.engine, spec, suite or "default", decoding, source="DareModel decoding").config
 
     def parse_template(self, prompt_template: Any, mode: str) -> Any:
         """In gen mode: chat messages as dicts (one list per prompt), never a flattened string."""

@@ -53,15 +53,15 @@ def test_a_field_the_decoder_does_not_read_is_refused_naming_the_decoders_that_r
 
 
 def test_unread_model_settings_are_reset_so_the_hash_follows_what_the_decoder_sees():
-    from dare.harness.plan import check_decoding
     from dare.harness.options import DecoderInfo
+    from dare.harness.resolve import check
 
     info = DecoderInfo("block:low_confidence_static", "1", frozenset({"gen_length", "steps", "block_length",
                                                                      "remasking", "seed"}))
     plain = DecodingConfig(gen_length=32, steps=32, block_length=4, remasking="low_confidence_static")
     with_threshold = plain.model_copy(update={"threshold": 0.9})  # e.g. from a model's suite settings
-    a, _, fields = check_decoding(plain, info, set())
-    b, _, _ = check_decoding(with_threshold, info, set())
+    a, b = check(plain, info, set()), check(with_threshold, info, set())
+    fields, a, b = a.fields, a.config, b.config
     assert a.config_hash() == b.config_hash() == plain.config_hash() != with_threshold.config_hash()
     assert "threshold" not in fields and {"gen_length", "num_samples", "batch_size"} <= set(fields)
 
@@ -99,6 +99,7 @@ def test_decoding_is_resolved_in_one_place_and_records_built_in_one():
         text = (root / site).read_text()
         assert ".decoding_for(" not in text and "decoding_defaults()" not in text, site
     assert "resolve_decoding(" in (root / "harness/plan.py").read_text()
+    assert ".decoding_for(" not in (root / "harness/plan.py").read_text()
     builders = [p.relative_to(root).as_posix() for folder in ("harness", "backends", "trainers")
                 for p in sorted((root / folder).rglob("*.py")) if re.search(r"(?<!class )\bRunRecord\(", p.read_text())]
     assert builders == ["harness/runner.py"]

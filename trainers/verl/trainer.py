@@ -68,8 +68,8 @@ class VerlTrainer(LocalTrainer):
         """The evaluation engine, for its prompt rendering only: its model is weightless on the driver."""
         engine = super()._engine(engine_cls, path, device, dtype)
         spec = self.spec
-        engine._model = weightless_model(engine.path, engine.arch.name, mask_id=spec.mask_id if spec else None,
-                                         eos_id=spec.eos_id if spec else None)
+        engine.use_model(weightless_model(engine.path, engine.arch.name, mask_id=spec.mask_id if spec else None,
+                                          eos_id=spec.eos_id if spec else None))
         return engine
 
     def _decodings(self):
