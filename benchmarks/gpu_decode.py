@@ -20,9 +20,8 @@ from functools import partial
 
 import torch
 from dare.backends import models as _models  # noqa: F401  (registers the architectures)
-from dare.backends.decoding import llada
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.fastdllm import decode_cached
+from dare.backends.decoding.fastdllm import cached_decoder
 from dare.backends.models.loader import LoadedModel
 from dare.backends.models.transformer import DiffusionTransformer
 from dare.harness.records import DecodingConfig
@@ -79,8 +78,9 @@ def llada_strategies(model, cfg: DecodingConfig) -> dict:
     def uncached(decode, c: DecodingConfig):
         return lambda canvas, gens: decode(model, canvas, c, gens)
 
-    def cached(c: DecodingConfig, mode: str, columns=None):
-        return lambda canvas, gens: decode_cached(model, canvas, c, gens, llada.low_confidence, mode, columns)
+    def cached(c: DecodingConfig, mode: str, rule: str = "mdm:low_confidence"):
+        decode = cached_decoder(decoders.get(rule), mode)
+        return lambda canvas, gens: decode(model, canvas, c, gens)
 
     runners, seen = {}, set()
     for name in decoders.names():
@@ -90,8 +90,8 @@ def llada_strategies(model, cfg: DecodingConfig) -> dict:
         seen.add(id(decode))
         rule_cfg = cfg.model_copy(update={"remasking": name.split(":", 1)[1]})
         runners[name] = uncached(decode, rule_cfg)
-        if getattr(decode, "columns", None) is not None and "dual" in caches.names():
-            runners[f"dual+{name}"] = cached(rule_cfg.model_copy(update={"cache": "dual"}), "dual", decode.columns)
+        if decode.columns is not None and "dual" in caches.names():
+            runners[f"dual+{name}"] = cached(rule_cfg.model_copy(update={"cache": "dual"}), "dual", name)
     for mode in caches.names():
         runners[f"cache:{mode}"] = cached(cfg.model_copy(update={"cache": mode}), mode)
     return runners

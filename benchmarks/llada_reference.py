@@ -82,8 +82,8 @@ def replay(engine, model, sample: int, gen: int, block: int) -> dict:
     ids = engine.prompt_ids(prompts.template(bench.prompt).render(load_samples(bench.data)[sample]))
     differ, gaps = [], []
 
-    def watched(logits, masked, quota, step, steps, gens, cfg, m):
-        commit, x0 = llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, m)
+    def watched(logits, masked, quota, step, steps, gens, cfg, opts, m):
+        commit, x0 = llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, opts, m)
         p32 = F.softmax(logits[0], dim=-1).gather(-1, x0[0][:, None])[:, 0]
         official = torch.zeros_like(masked[0])
         official[torch.topk(p32.masked_fill(~masked[0], float("-inf")), k=int(quota[0])).indices] = True
@@ -97,7 +97,7 @@ def replay(engine, model, sample: int, gen: int, block: int) -> dict:
     cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=block)
     canvas = Canvas.build([ids], gen, model.mask_id, model.pad_id, "cpu")
     with torch.inference_mode():
-        decode_masked_diffusion(model, canvas, cfg, [torch.Generator().manual_seed(0)], watched)
+        decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(), [torch.Generator().manual_seed(0)], watched)
     step = min(range(len(gaps)), key=gaps.__getitem__)
     return {"sample": sample, "steps_differ": differ, "smallest_gap": gaps[step], "at_step": step}
 

@@ -50,7 +50,7 @@ def rule_lines() -> list[str]:
     (``threshold`` means Fast-dLLM's top-1 rule in some decoders and SDAR's quota floor in others)."""
     by_rule: dict[tuple[str, str], list[str]] = {}
     for name in decoders.names():
-        for field_name, rule in getattr(decoders.get(name), "rules", {}).items():
+        for field_name, rule in decoders.get(name).rules.items():
             by_rule.setdefault((field_name, rule), []).append(name)
     lines = ["decoder rules (what a field means in the decoders that read it):"] if by_rule else []
     return lines + [f"  {f} in {', '.join(names)}: {rule}" for (f, rule), names in sorted(by_rule.items())]

@@ -139,6 +139,15 @@ class EngineBase:
         return self.options.identity()
 
 
+def generate(engine: Any, requests: list[GenerationRequest], decoding: DecodingConfig,
+             decoder: DecoderInfo | None = None, options: Options | None = None) -> list[Generation]:
+    """``engine.generate``; an engine whose declaration carries its own spec (``decoder.spec``: the torch
+    engines) also gets the decoder and the typed options the resolver built, so it looks nothing up again."""
+    if decoder is not None and decoder.spec is not None and options is not None:
+        return engine.generate(requests, decoding, decoder=decoder, options=options)
+    return engine.generate(requests, decoding)
+
+
 def declared_decoder(engine: Any, decoding: DecodingConfig) -> DecoderInfo | None:
     """The decoder an engine declares for ``decoding`` (None where it declares none: every field is read)."""
     declares = isinstance(engine, EngineBase) or capabilities(engine).declares_decoding

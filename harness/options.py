@@ -120,6 +120,9 @@ class DecoderInfo:
     rules: dict[str, str] = field(default_factory=dict)
     """DecodingConfig field -> the rule it sets in this decoder, where decoders differ (``threshold``:
     Fast-dLLM's top-1 plus all >= tau, or SDAR's quota floor); shown by --dry-run and --list, recorded."""
+    spec: Any = field(default=None, compare=False)
+    """The engine's own declaration of the decoder (a backend's spec; opaque to the harness), handed back to
+    the engine's ``generate`` with the typed options, so a run looks its decoder up once."""
 
     def component(self, extra: Options) -> ComponentInfo:
         return ComponentInfo(name=self.name, version=self.version, options=extra.model_dump(mode="json"),

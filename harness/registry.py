@@ -1,7 +1,8 @@
 """One small registry mechanism for everything pluggable.
 
 A :class:`Registry` maps names to objects (classes or functions). Entries may be lazy ``"module:attr"``
-strings, imported on first use, so heavy backends cost nothing until asked for. Third-party packages
+strings, imported on first use, so heavy backends cost nothing until asked for; a lazy ``"module"`` (no
+attribute) names the module whose import registers the entry itself (a decorated declaration). Third-party packages
 register through the entry-point group ``dare.plugins``: each entry point names a module whose import
 registers things; the group is loaded once, on the first miss or listing. Registering a name twice with
 different objects is an error; a miss raises :class:`RegistryError` with "did you mean" suggestions.
@@ -58,7 +59,8 @@ class Registry(Generic[T]):
         def add(target: T | str) -> T | str:
             for key in (name, *aliases):
                 current = self._entries.get(key)
-                if current is not None and current is not target and not _same(current, target):
+                declared = isinstance(current, str) and ":" not in current and not isinstance(target, str)
+                if current is not None and current is not target and not declared and not _same(current, target):
                     raise RegistryError(f"{self.kind} {key!r} is already registered to {_describe(current)}")
                 self._entries[key] = target
             return target
@@ -73,6 +75,11 @@ class Registry(Generic[T]):
             hint = did_you_mean(name, self.names())
             raise RegistryError(f"unknown {self.kind} {name!r}{hint} (available: {', '.join(self.names()) or 'none'})")
         entry = self._entries[name]
+        if isinstance(entry, str) and ":" not in entry:  # the module registers the entry when imported
+            _import(entry, self.kind, name)
+            entry = self._entries[name]
+            if isinstance(entry, str):
+                raise RegistryError(f"{self.kind} {name!r}: importing {entry} did not register it")
         if isinstance(entry, str):
             entry = self._entries[name] = _import(entry, self.kind, name)
         return entry  # type: ignore[return-value]

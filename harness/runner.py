@@ -21,7 +21,7 @@ from . import config as cfg
 from . import metrics as metric_lib
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
-from .engine import Engine, EngineBase, GenerationRequest, declared_token_identity, request_seed
+from .engine import Engine, EngineBase, GenerationRequest, declared_token_identity, generate, request_seed
 from .options import DecoderInfo, Options
 from .prompts import template
 from .records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, Verdict
@@ -192,7 +192,7 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, cache, fingerprint: str, stat
     try:
         for start in range(0, len(todo), size):
             batch = todo[start : start + size]
-            outputs = plan.engine.generate(batch, plan.decoding)
+            outputs = generate(plan.engine, batch, plan.decoding, plan.decoder, plan.decoder_options)
             if len(outputs) != len(batch):
                 raise RuntimeError(f"engine {plan.engine.name} returned {len(outputs)} generations for {len(batch)} requests")
             cache.extend((_gen_key(fingerprint, plan.generation_key(), r), g) for r, g in zip(batch, outputs))

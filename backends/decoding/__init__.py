@@ -1,31 +1,32 @@
-"""Diffusion decoders. Importing this package registers them lazily in ``dare.harness.registry.decoders``
-as ``<family>:<remasking>`` (see :mod:`.entries`), and the KV caches every masked-diffusion rule runs
-under in ``registry.caches`` as ``DecodingConfig.cache`` names (see :class:`.fastdllm.CacheStrategy`)."""
+"""Diffusion decoders and the KV caches of the cached engine.
+
+Each strategy module declares its decoders (:func:`.spec.decoder`) and caches (:func:`.spec.kv_cache`), which
+register in ``dare.harness.registry.decoders`` as ``<family>:<remasking>`` and in ``registry.caches`` as
+``DecodingConfig.cache`` names. Importing this package only names them, each with the module that declares it,
+so listing them imports no torch; the first lookup of a name imports its module (see :mod:`.spec`).
+"""
 
 from dare.harness.registry import caches, decoders
 
-_ENTRIES = {
-    "mdm:low_confidence": ("llada_low_confidence", ()),
-    "mdm:random": ("llada_random", ()),
-    "mdm:pc_sampler": ("llada_pc_sampler", ()),
-    "mdm:klass": ("llada_klass", ()),
-    "mdm:dpad": ("llada_dpad", ()),
-    "dream:origin": ("dream_origin", ()),
-    "dream:maskgit_plus": ("dream_maskgit_plus", ("dream:low_confidence",)),
-    "dream:topk_margin": ("dream_topk_margin", ("dream:margin",)),
-    "dream:entropy": ("dream_entropy", ()),
-    "block:low_confidence": ("block_low_confidence", ()),
-    "block:low_confidence_static": ("block_static", ()),
-    "block:low_confidence_dynamic": ("block_dynamic", ("block:threshold",)),
-    "block:sequential": ("block_sequential", ()),
-    "block:editing": ("block_editing", ("block:joint_threshold",)),
+#: module -> the decoders it declares (aliases in brackets of the registrations in the module)
+_DECODERS = {
+    "llada": ("mdm:low_confidence", "mdm:random"),
+    "pc_sampler": ("mdm:pc_sampler",),
+    "klass": ("mdm:klass",),
+    "dpad": ("mdm:dpad",),
+    "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
+              "dream:entropy"),
+    "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
+              "block:threshold", "block:sequential", "block:editing", "block:joint_threshold"),
 }
-for _name, (_attr, _aliases) in _ENTRIES.items():
-    decoders.register(_name, f"dare.backends.decoding.entries:{_attr}", aliases=_aliases)
+_CACHES = {"fastdllm": ("prefix", "dual"), "dkv_cache": ("dkv",)}
 
-_CACHES = {"prefix": "fastdllm:PREFIX", "dual": "fastdllm:DUAL", "dkv": "dkv_cache:DKV"}
-for _name, _ref in _CACHES.items():
-    caches.register(_name, f"dare.backends.decoding.{_ref}")
+for _module, _names in _DECODERS.items():
+    for _name in _names:
+        decoders.register(_name, f"dare.backends.decoding.{_module}")
+for _module, _names in _CACHES.items():
+    for _name in _names:
+        caches.register(_name, f"dare.backends.decoding.{_module}")
 
 
 def strategies(family: str) -> list[str]:

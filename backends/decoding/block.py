@@ -19,13 +19,50 @@ that is a decoding difference, not a counting one, and ``nfe_official`` does not
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 import torch
 
 from dare.backends.models.cache import SlotKVCache
 from dare.harness.records import DecodingConfig
 
-from .common import Canvas, DecodeResult, early_eos_rejection, option, sample, step_quotas, steps_per_block, top_count
-from .common import threshold_or_quota, threshold_or_top1
+from .common import COMMON, THRESHOLD_FLOOR, THRESHOLD_QUOTA, Canvas, DecodeResult, DecoderOptions
+from .common import early_eos_rejection, sample, step_quotas, steps_per_block, threshold_or_quota, threshold_or_top1
+from .common import top_count
+from .spec import decoder
+
+NFE = ("prompt prefill + one per step + one K/V store per finished block a later block reads; nfe_official adds the "
+       "official SDAR sampler's store pass of the last decoded block")
+
+
+class BlockOptions(DecoderOptions):
+    """CJ-GRPO's ``eos_gamma`` (EOS early rejection) and ``step_schedule`` (ascending step sizes).
+    ``edits``: the loop also rewrites decoded tokens (LLaDA2.1, :class:`BlockEditingOptions`)."""
+
+    edits: ClassVar[bool] = False
+    eos_gamma: tuple[float, float] | None = None
+    step_schedule: Literal["uniform", "ascending"] = "uniform"
+
+    def step_quotas(self, cfg: DecodingConfig, masked: torch.Tensor, steps: int) -> torch.Tensor:
+        return step_quotas(cfg, self.step_schedule, masked, steps)
+
+
+class BlockDynamicOptions(BlockOptions):
+    """``confidence_threshold`` (tau when ``threshold`` is unset) and ``threshold_rule``: ``quota`` (SDAR,
+    LLaDA2.0) or ``top1`` (the lmdeploy / SGLang rule: top-1 plus all >= tau)."""
+
+    threshold_rule: Literal["quota", "top1"] = "quota"
+    confidence_threshold: float = 0.9
+
+
+class BlockEditingOptions(BlockOptions):
+    """LLaDA2.1: ``num_to_transfer`` (the per-step floor), ``editing_threshold`` (rewrite a decoded token whose
+    new proposal's confidence exceeds it) and ``max_post_steps`` (editing steps after the block is full)."""
+
+    edits: ClassVar[bool] = True
+    num_to_transfer: int = 1
+    editing_threshold: float = 0.9
+    max_post_steps: int = 16
 
 
 def _prefill(model, cache: SlotKVCache, tokens, positions, valid, width: int, first_block: torch.Tensor, k: int):
@@ -39,9 +76,10 @@ def _prefill(model, cache: SlotKVCache, tokens, positions, valid, width: int, fi
     return rows.any(-1)
 
 
-def decode_blocks(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator], rule) -> DecodeResult:
-    """``rule(conf (B,K), candidates (B,K), quota (B,), cfg) -> commit (B,K)``; rules with ``rule.editing``
-    also rewrite decoded tokens (LLaDA2.1)."""
+def decode_blocks(model, canvas: Canvas, cfg: DecodingConfig, opts: BlockOptions, gens: list[torch.Generator],
+                  rule) -> DecodeResult:
+    """``rule(conf (B,K), candidates (B,K), quota (B,), cfg, opts) -> commit (B,K)``; with options that declare
+    ``edits`` (:class:`BlockEditingOptions`, LLaDA2.1) decoded tokens are rewritten too."""
     k, gen, width, device = cfg.block_length, cfg.gen_length, canvas.gen_start, canvas.tokens.device
     batch = canvas.tokens.shape[0]
     spare = torch.arange(1, k + 1, device=device)
@@ -76,7 +114,7 @@ def decode_blocks(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
             wvalid, wgen = valid.gather(1, idx), in_gen.gather(1, idx) & active[:, None]
             seen = (cache.filled & valid)[:, None, None, :].expand(-1, 1, k, -1)
             attn = torch.cat([seen, (wvalid[:, None, :] | eye)[:, None]], dim=-1)
-            win_block = _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps,
+            win_block = _decode_window(model, win, wpos, wgen, attn, cache, cfg, opts, gens, rule, n_steps,
                                        row_step, nfe, commit_step, idx - width)
             tokens.scatter_(1, idx, win_block)
             rows, cols = wgen.nonzero(as_tuple=True)
@@ -92,17 +130,18 @@ def decode_blocks(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.G
     return DecodeResult(out, commit_step, block_of, nfe, nfe + unstored)
 
 
-def _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps, row_step, nfe, commit_step, gidx):
+def _decode_window(model, win, wpos, wgen, attn, cache, cfg, opts, gens, rule, n_steps, row_step, nfe, commit_step,
+                   gidx):
     """Denoise one window (B, K) in place of a copy; updates row_step, nfe, commit_step; returns tokens."""
     win = win.clone()
     masked = (win == model.mask_id) & wgen
-    quotas = step_quotas(cfg, masked.sum(-1), n_steps)
-    editing = getattr(rule, "editing", False)
-    max_post = option(cfg, "max_post_steps", 16)
+    quotas = opts.step_quotas(cfg, masked.sum(-1), n_steps)
+    editing = opts.edits
+    max_post = opts.max_post_steps if editing else 16
     post = torch.zeros_like(row_step)
     running = wgen.any(-1) & (masked.any(-1) | editing)
     step = 0
-    while running.any() and step < option(cfg, "max_steps_per_block", 4 * win.shape[1] + max_post):
+    while running.any() and step < opts.max_steps(4 * win.shape[1] + max_post):
         post += (running & ~masked.any(-1)).long()
         running &= masked.any(-1) | (post <= max_post)
         if not running.any():
@@ -110,13 +149,14 @@ def _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps
         logits = model.net(win, wpos, attn, cache.plan(read=True))
         x0, p_filtered, p_plain = sample(logits, cfg.temperature, gens, cfg.top_k, cfg.top_p)
         conf = p_filtered if model.arch.filtered_confidence else p_plain
-        conf = early_eos_rejection(conf, x0, min(step, n_steps - 1), n_steps, cfg, model)
+        conf = early_eos_rejection(conf, x0, min(step, n_steps - 1), n_steps, cfg, opts.eos_gamma, opts.step_schedule,
+                                   model)
         quota = quotas[:, min(step, n_steps - 1)] if not editing else None
-        commit = rule(conf, masked & running[:, None], quota, cfg)
+        commit = rule(conf, masked & running[:, None], quota, cfg, opts)
         edit = torch.zeros_like(commit)
         if editing:
             decoded = wgen & ~masked & running[:, None]
-            edit = decoded & (conf > option(cfg, "editing_threshold", 0.9)) & (x0 != win)
+            edit = decoded & (conf > opts.editing_threshold) & (x0 != win)
         write = commit | edit
         win = torch.where(write, x0, win)
         rows, cols = (write & wgen).nonzero(as_tuple=True)
@@ -129,36 +169,42 @@ def _decode_window(model, win, wpos, wgen, attn, cache, cfg, gens, rule, n_steps
     return win
 
 
-def static(conf, candidates, quota, cfg):
+@decoder("block:low_confidence_static", loop=decode_blocks, reads=COMMON, options=BlockOptions, nfe=NFE)
+def static(conf, candidates, quota, cfg, opts):
     """Top ``quota`` per step (SDAR low_confidence_static)."""
     return top_count(conf, candidates, quota)
 
 
-def dynamic(conf, candidates, quota, cfg):
+@decoder("block:low_confidence_dynamic", loop=decode_blocks, reads=COMMON | {"threshold"},
+         options=BlockDynamicOptions, rules={"threshold": THRESHOLD_QUOTA}, nfe=NFE, aliases=("block:threshold",))
+def dynamic(conf, candidates, quota, cfg, opts: BlockDynamicOptions):
     """SDAR low_confidence_dynamic / LLaDA2.0: all above tau if at least the quota, else the top quota.
     ``extra.threshold_rule: top1`` switches to the lmdeploy/SGLang rule (top-1 plus all >= tau)."""
-    tau = cfg.threshold if cfg.threshold is not None else option(cfg, "confidence_threshold", 0.9)
-    if option(cfg, "threshold_rule", "quota") == "top1":
+    tau = cfg.threshold if cfg.threshold is not None else opts.confidence_threshold
+    if opts.threshold_rule == "top1":
         return threshold_or_top1(conf, candidates, tau)
     return threshold_or_quota(conf, candidates, tau, quota)
 
 
-def low_confidence(conf, candidates, quota, cfg):
+@decoder("block:low_confidence", loop=decode_blocks, reads=COMMON | {"threshold"}, options=BlockDynamicOptions,
+         rules={"threshold": THRESHOLD_QUOTA}, nfe=NFE)
+def low_confidence(conf, candidates, quota, cfg, opts: BlockDynamicOptions):
     """``low_confidence``: dynamic when a threshold is set, static otherwise."""
-    return (dynamic if cfg.threshold is not None else static)(conf, candidates, quota, cfg)
+    return (dynamic if cfg.threshold is not None else static)(conf, candidates, quota, cfg, opts)
 
 
-def sequential(conf, candidates, quota, cfg):
+@decoder("block:sequential", loop=decode_blocks, reads=COMMON, options=BlockOptions, nfe=NFE)
+def sequential(conf, candidates, quota, cfg, opts):
     """The ``quota`` left-most masked positions."""
     order = -torch.arange(conf.shape[-1], device=conf.device, dtype=conf.dtype).expand_as(conf)
     return top_count(order, candidates, quota)
 
 
-def editing(conf, candidates, quota, cfg):
-    """LLaDA2.1 mask-to-token part: all above ``threshold`` else the top ``num_to_transfer``."""
-    floor = torch.full((conf.shape[0],), option(cfg, "num_to_transfer", 1), device=conf.device)
+@decoder("block:editing", loop=decode_blocks, reads=COMMON | {"threshold"}, options=BlockEditingOptions,
+         rules={"threshold": THRESHOLD_FLOOR}, nfe=NFE, aliases=("block:joint_threshold",))
+def editing(conf, candidates, quota, cfg, opts: BlockEditingOptions):
+    """LLaDA2.1 mask-to-token part: all above ``threshold`` (default 0.95) else the top ``num_to_transfer``;
+    the loop rewrites decoded tokens above ``editing_threshold`` (the editing options)."""
+    floor = torch.full((conf.shape[0],), opts.num_to_transfer, device=conf.device)
     tau = cfg.threshold if cfg.threshold is not None else 0.95
     return threshold_or_quota(conf, candidates, tau, floor)
-
-
-editing.editing = True  # type: ignore[attr-defined]

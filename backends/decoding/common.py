@@ -8,14 +8,19 @@ decoded, so a row's output depends on its seed and prompt, never on the batch ar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from dare.harness.errors import ConfigError
+from dare.harness.options import Options
 from dare.harness.records import DecodingConfig
 
 from .stats import greedy_stats
+
+
+#: the DecodingConfig fields every torch decoder reads
+COMMON = frozenset({"gen_length", "steps", "block_length", "remasking", "temperature", "top_p", "top_k", "seed",
+                    "stop_at_eos"})
 
 
 @dataclass
@@ -69,11 +74,30 @@ class DecodeResult:
     nfe_official: torch.Tensor | None = None
 
 
-def option(cfg: DecodingConfig, name: str, default: Any = None) -> Any:
-    """An algorithm option from ``extra``: ``extra[name]`` or ``extra["torch"][name]``."""
-    if name in cfg.extra:
-        return cfg.extra[name]
-    return (cfg.extra.get("torch") or {}).get(name, default)
+class LoopOptions(Options):
+    """What the decoding loops ask of a decoder's ``extra`` options: ``record_trajectory`` (keep the per-token
+    commit steps; also an engine option), the tokens committed per step and the cap on a block's steps.
+    A decoder's Options model subclasses this; the defaults here are a uniform schedule and the loop's own cap."""
+
+    record_trajectory: bool = False
+
+    def step_quotas(self, cfg: DecodingConfig, masked: torch.Tensor, steps: int) -> torch.Tensor:
+        """Tokens to commit per step (B, steps) for masked counts (B,)."""
+        return quota_schedule(masked, steps)
+
+    def max_steps(self, default: int) -> int:
+        """The most steps a block may take when a threshold or factor ends it."""
+        return default
+
+
+class DecoderOptions(LoopOptions):
+    """``extra`` options of most torch decoders: ``max_steps_per_block`` caps a block's steps (default: the
+    loop's own cap)."""
+
+    max_steps_per_block: int | None = None
+
+    def max_steps(self, default: int) -> int:
+        return default if self.max_steps_per_block is None else self.max_steps_per_block
 
 
 def steps_per_block(cfg: DecodingConfig) -> int:
@@ -113,27 +137,23 @@ def max_ascending_steps(length: int) -> int:
 STEP_SCHEDULES = {"uniform": quota_schedule, "ascending": ascending_schedule}
 
 
-def step_quotas(cfg: DecodingConfig, masked: torch.Tensor, steps: int) -> torch.Tensor:
-    """Tokens per step (B, steps) under ``extra.step_schedule`` (uniform by default, or ascending)."""
-    name = option(cfg, "step_schedule", "uniform")
-    if name not in STEP_SCHEDULES:
-        raise ConfigError(f"unknown step_schedule {name!r}; choose one of {', '.join(STEP_SCHEDULES)}")
-    if name == "ascending" and steps > max_ascending_steps(cfg.block_length):
+def step_quotas(cfg: DecodingConfig, schedule: str, masked: torch.Tensor, steps: int) -> torch.Tensor:
+    """Tokens per step (B, steps) under the step ``schedule`` (``extra.step_schedule``: uniform or ascending)."""
+    if schedule == "ascending" and steps > max_ascending_steps(cfg.block_length):
         raise ConfigError(f"the ascending step schedule fills a block of {cfg.block_length} tokens in at most "
                           f"{max_ascending_steps(cfg.block_length)} steps, not {steps}; lower steps")
-    return STEP_SCHEDULES[name](masked, steps)
+    return STEP_SCHEDULES[schedule](masked, steps)
 
 
 def early_eos_rejection(conf: torch.Tensor, x0: torch.Tensor, step: int, steps: int, cfg: DecodingConfig,
-                        model) -> torch.Tensor:
-    """CJ-GRPO's EOS early rejection: with ``extra.eos_gamma = [lo, hi]`` the confidence (B, K) of stop-token
+                        eos_gamma: tuple[float, float] | None, schedule: str, model) -> torch.Tensor:
+    """CJ-GRPO's EOS early rejection: with ``eos_gamma = [lo, hi]`` (``extra.eos_gamma``) the confidence (B, K) of stop-token
     proposals is scaled by lo + (hi - lo) * progress, progress rising from ~0 to 1 over the block's steps
     (step / (steps - 1); with the ascending schedule the share of the block committed after this step)."""
-    gamma = option(cfg, "eos_gamma")
-    if gamma is None:
+    if eos_gamma is None:
         return conf
-    lo, hi = (float(g) for g in gamma)
-    if option(cfg, "step_schedule", "uniform") == "ascending":
+    lo, hi = eos_gamma
+    if schedule == "ascending":
         done = ascending_schedule(torch.tensor([cfg.block_length]), steps)[0, :step + 1].sum()
         progress = float(done) / cfg.block_length
     else:

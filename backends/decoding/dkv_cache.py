@@ -42,8 +42,8 @@ from pydantic import Field
 
 from dare.harness.options import Options
 
-from .common import Canvas, option
-from .fastdllm import CacheStrategy
+from .common import Canvas
+from .spec import kv_cache
 
 DEFAULT_REFRESH = 8  # the authors' README example for LLaDA dKV-Cache-Decode (cache_reloading_step=8)
 
@@ -98,13 +98,15 @@ class DkvForward:
     passes (their LLaDA loop also makes step 1 one, since its step 0 stores nothing).
     """
 
-    def __init__(self, model, canvas: Canvas, cfg, lo: int):
+    official_pass_after_first = False  # the authors' loops count the passes they run, as this one does
+
+    def __init__(self, model, canvas: Canvas, cfg, opts: DkvOptions, lo: int):
         self.model, self.canvas, self.k = model, canvas, cfg.block_length
         self.shift = 1 if model.arch.shift_logits else 0
         self.lo = lo - self.shift  # first column whose output the block needs
-        self.refresh = int(option(cfg, "dkv_refresh", DEFAULT_REFRESH))
+        self.refresh = opts.dkv_refresh
         self.warmup = 0 if self.shift else 1  # steps 0..warmup are full passes
-        self.prefill = option(cfg, "dkv_variant", "decode") == "prefill"
+        self.prefill = opts.dkv_variant == "prefill"
         self.key_mask = canvas.valid[:, None, None, :]
         self.cache = DelayedKV(model.net.args.n_layers)
         self.step = 0
@@ -152,4 +154,5 @@ class DkvForward:
 
 
 #: ``cache=dkv`` on LLaDA and Dream; no classifier-free guidance.
-DKV = CacheStrategy("dkv", DkvForward, frozenset({"mdm", "dream"}), DkvOptions, unread=frozenset({"cfg_scale"}))
+DKV = kv_cache("dkv", families=frozenset({"mdm", "dream"}), options=DkvOptions, unread=frozenset({"cfg_scale"}))(
+    DkvForward)

@@ -26,7 +26,7 @@ the canvas with EOS after a block containing one) is not implemented: the texts 
 at the first EOS), the NFE is the full loop's.
 
 Caches: the Fast-dLLM engine runs the same selection under its prefix and dual caches
-(``--engine fastdllm --set cache=prefix|dual``; :func:`.fastdllm.cached_decoder` reads ``decode.columns``),
+(``--engine fastdllm --set cache=prefix|dual``; :func:`.fastdllm.cached_decoder` reads the spec's ``columns``),
 as the authors' ``generate_with_prefix_cache`` / ``generate_with_dual_cache`` do: the block-start pass over
 the kept columns fills the cache, later steps forward the block and the kept suffix (prefix) or the block
 alone (dual, the kept suffix frozen in the cache).
@@ -46,16 +46,29 @@ Shapes: B rows, L canvas length, K block length, V vocabulary, S widest kept suf
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import torch
+from pydantic import Field
 
 from dare.harness.errors import ConfigError
 
 from . import llada
-from .common import Canvas, option
-from .mdm import _forward, decode_masked_diffusion
+from .common import Canvas
+from .mdm import PARALLEL, BlockForward, _forward, decode_masked_diffusion
+from .spec import decoder
 
-DEFAULTS = {"dpad_dropout": "gaussian", "dpad_window": None, "dpad_sigma": 4.0, "dpad_scale": 2.0, "dpad_keep": 0}
+
+class DpadOptions(llada.LladaOptions):
+    """DPad: suffix dropout ``dpad_dropout`` (gaussian: distance-decayed with ``dpad_sigma`` and ``dpad_scale``;
+    uniform: ``dpad_keep`` columns) inside a window of ``dpad_window`` suffix columns (None: the whole
+    suffix); the authors' defaults -k 4, -sc 2."""
+
+    dpad_dropout: Literal["gaussian", "uniform"] = "gaussian"
+    dpad_window: int | None = Field(None, ge=1)
+    dpad_sigma: float = Field(4.0, gt=0)
+    dpad_scale: float = Field(2.0, gt=0)
+    dpad_keep: int = Field(0, ge=0)
 
 
 def gaussian_pdf(window: int, length: int, sigma: float, scale: float) -> torch.Tensor:
@@ -86,20 +99,17 @@ class Dropout:
     """Per-decode state: each row's dropout generator and the settings; selects the columns of each block's
     forward and runs a forward (uncached, or a Fast-dLLM cache) over that selection."""
 
-    def __init__(self, model, canvas: Canvas, cfg, gens: list[torch.Generator]):
+    def __init__(self, model, canvas: Canvas, cfg, opts: DpadOptions, gens: list[torch.Generator]):
         if model.arch.shift_logits:
             raise ConfigError("remasking=dpad is implemented for LLaDA-style (unshifted) models; use another remasking")
         self.model, self.canvas, self.cfg = model, canvas, cfg
-        values = {k: option(cfg, k, v) for k, v in DEFAULTS.items()}
-        self.keep = int(values["dpad_keep"])
-        self.window = int(values["dpad_window"] or cfg.gen_length)
+        self.keep = opts.dpad_keep
+        self.window = opts.dpad_window or cfg.gen_length
         if not 1 <= self.window <= cfg.gen_length:
             raise ConfigError(f"dpad_window={self.window} must be between 1 and gen_length ({cfg.gen_length}); "
                               "lower it or leave it unset (the whole suffix)")
-        if values["dpad_dropout"] not in SAMPLERS:
-            raise ConfigError(f"dpad_dropout={values['dpad_dropout']!r} is unknown; use one of {', '.join(SAMPLERS)}")
-        self.sample = SAMPLERS[values["dpad_dropout"]]
-        self.pdf = gaussian_pdf(self.window, cfg.gen_length, float(values["dpad_sigma"]), float(values["dpad_scale"]))
+        self.sample = SAMPLERS[opts.dpad_dropout]
+        self.pdf = gaussian_pdf(self.window, cfg.gen_length, opts.dpad_sigma, opts.dpad_scale)
         self.gens = [torch.Generator().manual_seed(g.initial_seed()) for g in gens]
         self.end = canvas.gen_start + cfg.gen_length
 
@@ -134,18 +144,17 @@ class Dropout:
         else:
             inner = forward_of(view, lo)
 
-        def forward(x, first):
-            return inner(x.gather(1, index), first)
-
         # the authors' cached loops check the block before counting a pass: none after a block the first pass filled
-        forward.official_pass_after_first = False
-        return forward
+        return BlockForward(lambda x, first: inner(x.gather(1, index), first), official_pass_after_first=False)
 
 
-def decode_dpad(model, canvas, cfg, gens):
-    """DPad through :func:`.mdm.decode_masked_diffusion`: the low-confidence rule on a suffix-dropped forward."""
-    state = Dropout(model, canvas, cfg, gens)
-    return decode_masked_diffusion(model, canvas, cfg, gens, POLICY, state.block_forward)
+def decode_dpad(model, canvas, cfg, opts: DpadOptions, gens, rule):
+    """DPad through :func:`.mdm.decode_masked_diffusion`: ``rule`` (low confidence) on a suffix-dropped forward."""
+    state = Dropout(model, canvas, cfg, opts, gens)
+    return decode_masked_diffusion(model, canvas, cfg, opts, gens, rule, state.block_forward)
 
 
-POLICY = llada.low_confidence  # the authors' commit rule (get_transfer_index: quota, or threshold)
+NFE = "one per forward of the kept columns (nfe_official the same: the authors' loops count alike)"
+# the authors' commit rule (get_transfer_index: quota, or threshold); the Fast-dLLM caches run over its columns
+decoder("mdm:dpad", loop=decode_dpad, reads=PARALLEL, options=DpadOptions, rules=llada.PARALLEL_RULES, nfe=NFE,
+        cacheable=True, columns=Dropout)(llada.low_confidence)

@@ -30,8 +30,7 @@ Shapes: B rows, L canvas length, K block length, V vocabulary, G gen_length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import lru_cache, partial
 
 import torch
@@ -40,42 +39,14 @@ from dare.harness.options import Options
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import caches, did_you_mean
 
-from . import entries
-from .common import Canvas, DecodeResult
-from .mdm import decode_masked_diffusion
+from .common import Canvas, DecodeResult, LoopOptions
 from .fastdllm_cache import CACHES
-
-#: Reference decoder (as registered in ``decoders``) -> the policy the cached loop runs with it: every
-#: masked-diffusion decoder of :mod:`.entries` (``decode.policy``), so a new commit rule gets the caches too.
-POLICIES: dict[Callable, Callable] = {decode: decode.policy for decode in vars(entries).values()
-                                      if callable(decode) and hasattr(decode, "policy")}
+from .mdm import decode_masked_diffusion
+from .spec import CacheSpec, DecoderSpec, kv_cache
 
 
-@dataclass(frozen=True)
-class CacheStrategy:
-    """A forward strategy registered in ``registry.caches`` under its ``DecodingConfig.cache`` name: it runs
-    the block loop of :mod:`.mdm` with any rule of :data:`POLICIES`, so N caches and M rules make N + M
-    parts. ``forward(model, canvas, cfg, lo)`` builds the block's forward; ``families`` are the decoding
-    families it supports; ``Options`` its typed ``extra`` options (added to the rule's); ``unread`` the rule's
-    DecodingConfig fields it cannot honour (refused when set, left out of the record); ``columns`` whether it
-    runs over a decoder's column selection (DPad; tested against the authors' cached DPad loops)."""
-
-    name: str
-    forward: Callable
-    families: frozenset[str]
-    Options: type[Options] | None = None
-    unread: frozenset[str] = frozenset()
-    columns: bool = False
-
-
-PREFIX = CacheStrategy("prefix", lambda model, canvas, cfg, lo: _Forward(model, canvas, cfg, lo, "prefix"),
-                       frozenset({"mdm", "dream"}), columns=True)
-DUAL = CacheStrategy("dual", lambda model, canvas, cfg, lo: _Forward(model, canvas, cfg, lo, "dual"),
-                     frozenset({"mdm", "dream"}), columns=True)
-
-
-def cache_strategy(mode: str, family: str | None = None) -> CacheStrategy | None:
-    """The registered strategy for ``cache=mode`` (None for ``none``), checked against ``family``."""
+def cache_strategy(mode: str, family: str | None = None) -> CacheSpec | None:
+    """The registered cache for ``cache=mode`` (None for ``none``), checked against ``family``."""
     if mode == "none":
         return None
     if mode not in caches:
@@ -109,7 +80,7 @@ class _Forward:
     """Forwards of one block for one cache mode; returns logits (B, K, V) for columns [lo, lo + K)
     (already combined for classifier-free guidance) and the NFE they cost."""
 
-    def __init__(self, model, canvas: Canvas, cfg: DecodingConfig, lo: int, mode: str):
+    def __init__(self, model, canvas: Canvas, cfg: DecodingConfig, opts: Options | None, lo: int, mode: str):
         self.model, self.canvas, self.cfg = model, canvas, cfg
         self.k = cfg.block_length
         self.shift = 1 if model.arch.shift_logits else 0  # Dream: column i is read from output i - 1
@@ -148,45 +119,54 @@ class _Forward:
         return self._combine(logits)
 
 
-def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator], policy,
+@kv_cache("prefix", families=frozenset({"mdm", "dream"}), columns=True)
+def prefix(model, canvas: Canvas, cfg: DecodingConfig, opts: Options, lo: int) -> _Forward:
+    """Fast-dLLM's prefix cache: the columns before the block, from its block-start pass."""
+    return _Forward(model, canvas, cfg, opts, lo, "prefix")
+
+
+@kv_cache("dual", families=frozenset({"mdm", "dream"}), columns=True)
+def dual(model, canvas: Canvas, cfg: DecodingConfig, opts: Options, lo: int) -> _Forward:
+    """Fast-dLLM's dual cache: every column but the block's, from its block-start pass."""
+    return _Forward(model, canvas, cfg, opts, lo, "dual")
+
+
+PREFIX, DUAL = prefix, dual
+
+
+def decode_cached(model, canvas: Canvas, cfg: DecodingConfig, opts: LoopOptions, gens: list[torch.Generator], policy,
                   mode: str | None = None, columns=None) -> DecodeResult:
     """The reference block loop with a registered cache's forwards; ``policy`` as in :mod:`.mdm`,
-    ``mode`` none or a name in ``registry.caches`` (default ``cfg.cache``). ``columns(model, canvas, cfg,
+    ``mode`` none or a name in ``registry.caches`` (default ``cfg.cache``). ``columns(model, canvas, cfg, opts,
     gens)``, from a decoder that selects the canvas columns of each block's forward (DPad), runs the cache
     over that selection (the caches that declare ``columns``: Fast-dLLM's, tested against the authors' DPad loops)."""
     mode = mode or cfg.cache
     strategy = cache_strategy(mode, model.arch.decoding_family)
 
     def forward_of(view: Canvas, lo: int):
-        return strategy.forward(model, view, cfg, lo) if strategy else _Forward(model, view, cfg, lo, "none")
+        return strategy.forward(model, view, cfg, opts, lo) if strategy else _Forward(model, view, cfg, opts, lo,
+                                                                                        "none")
 
     if columns is None:
         block_forward = lambda lo: forward_of(canvas, lo)  # noqa: E731
     else:
-        block_forward = partial(columns(model, canvas, cfg, gens).block_forward, forward_of=forward_of)
-    return decode_masked_diffusion(model, canvas, cfg, gens, policy, block_forward=block_forward)
+        block_forward = partial(columns(model, canvas, cfg, opts, gens).block_forward, forward_of=forward_of)
+    return decode_masked_diffusion(model, canvas, cfg, opts, gens, policy, block_forward=block_forward)
 
 
-def cached_decoder(reference: Callable, mode: str) -> Callable:
-    """The cached counterpart of a registered reference decoder, as ``decode(model, canvas, cfg, gens)``."""
-    policy = POLICIES.get(reference)
-    if policy is None:
-        raise ConfigError(f"the Fast-dLLM engine has no cached version of decoder {reference.__name__!r}; "
+def cached_decoder(reference: DecoderSpec, mode: str) -> DecoderSpec:
+    """The cached counterpart of a registered reference decoder: the same rule and declarations, the cached
+    loop, the cache's fields and options."""
+    if not reference.cacheable:
+        raise ConfigError(f"the Fast-dLLM engine has no cached version of decoder {reference.name!r}; "
                           "use the torch engine for it")
-
-    columns = reference.columns  # declared by every entry: None, or its own column selection (DPad)
     strategy = cache_strategy(mode)
-    if columns is not None and strategy is not None and not strategy.columns:
+    if reference.columns is not None and strategy is not None and not strategy.columns:
         usable = ["none", *(name for name in caches.names() if caches.get(name).columns)]
-        raise ConfigError(f"cache={mode} does not run over the column selection of decoder {reference.__name__!r}; "
+        raise ConfigError(f"cache={mode} does not run over the column selection of decoder {reference.name!r}; "
                           f"use cache={' or '.join(usable)}")
-
-    def decode(model, canvas, cfg, gens):
-        return decode_cached(model, canvas, cfg, gens, policy, mode, columns)
-
-    decode.__doc__ = f"Fast-dLLM {mode}-cache loop with the {policy.__name__} policy."
-    decode.supports_cfg = "cfg_scale" in cache_reads(reference.reads, mode)  # type: ignore[attr-defined]
-    decode.reads = cache_reads(reference.reads, mode)  # type: ignore[attr-defined]
-    decode.Options = cache_options(reference.Options, mode)  # type: ignore[attr-defined]
-    decode.version = reference.version  # type: ignore[attr-defined]
-    return decode
+    reads = cache_reads(reference.reads, mode)
+    return replace(reference, name=f"fastdllm:{reference.name}", aliases=(),
+                   loop=partial(decode_cached, mode=mode, columns=reference.columns), reads=reads,
+                   Options=cache_options(reference.Options, mode), supports_cfg="cfg_scale" in reads,
+                   rules=dict(reference.rules))

@@ -23,20 +23,28 @@ import torch
 
 from dare.harness.errors import ConfigError
 
-from .common import option, steps_per_block, top_count
-from .mdm import _forward, decode_masked_diffusion
+from .common import COMMON, DecoderOptions, steps_per_block, top_count
+from .mdm import BlockForward, _forward, decode_masked_diffusion
+from .spec import decoder
 
 EPS = 1e-12  # the reference's smoothing inside both logarithms
+
+
+class KlassOptions(DecoderOptions):
+    """KLASS: commit positions whose confidence exceeds ``klass_conf_threshold`` and whose last
+    ``klass_history`` KL divergences stay below ``klass_kl_threshold`` (the authors' defaults)."""
+
+    klass_conf_threshold: float = 0.9
+    klass_kl_threshold: float = 0.01
+    klass_history: int = 2
 
 
 class _Klass:
     """Per-decode state: the previous forward's probabilities (B, W, V) for columns [prev_lo, prev_lo + W)
     and this block's KL history (steps so far, each (B, K))."""
 
-    def __init__(self, cfg):
-        self.tau = float(option(cfg, "klass_conf_threshold", 0.9))
-        self.kl_tau = float(option(cfg, "klass_kl_threshold", 0.01))
-        self.history = int(option(cfg, "klass_history", 2))
+    def __init__(self, opts: KlassOptions):
+        self.tau, self.kl_tau, self.history = opts.klass_conf_threshold, opts.klass_kl_threshold, opts.klass_history
         self.lo, self.prev, self.prev_lo, self.kls = 0, None, 0, []
 
     def _previous(self, probs: torch.Tensor, k: int) -> torch.Tensor:
@@ -46,7 +54,7 @@ class _Klass:
         start = self.lo - self.prev_lo
         return self.prev[:, start:start + k]
 
-    def policy(self, logits, masked, quota, step, steps, gens, cfg, model):
+    def policy(self, logits, masked, quota, step, steps, gens, cfg, opts, model):
         """logits (B, W, V) for the block and the next one -> (commit (B, K), x0 (B, K))."""
         k = masked.shape[1]
         if step == 0:
@@ -68,20 +76,24 @@ class _Klass:
         return torch.where(ready.any(-1, keepdim=True), ready, fallback), x0
 
 
-def decode_klass(model, canvas, cfg, gens):
-    """KLASS through :func:`.mdm.decode_masked_diffusion` with a two-block logits window."""
+NFE = "one per forward of the canvas; a block ends when full, so a stable model spends fewer than steps"
+
+
+@decoder("mdm:klass", reads=COMMON, options=KlassOptions, nfe=NFE)  # its own logits window: no KV cache
+def decode_klass(model, canvas, cfg, opts: KlassOptions, gens, rule=None):
+    """KLASS through :func:`.mdm.decode_masked_diffusion` with a two-block logits window (its rule is its own)."""
     if cfg.temperature != 0:
         raise ConfigError(f"remasking=klass is greedy here (temperature={cfg.temperature}); use temperature=0")
-    history = int(option(cfg, "klass_history", 2))
+    history = opts.klass_history
     if not 1 <= history <= steps_per_block(cfg):
         raise ConfigError(f"klass_history={history} must be between 1 and the steps per block "
                           f"({steps_per_block(cfg)}); lower it or raise steps")
-    state = _Klass(cfg)
+    state = _Klass(opts)
     end = canvas.gen_start + cfg.gen_length
 
     def block_forward(lo):
         state.lo = lo
         hi = min(lo + 2 * cfg.block_length, end)
-        return lambda x, first: _forward(model, canvas, x, cfg, lo, hi)
+        return BlockForward(lambda x, first: _forward(model, canvas, x, cfg, lo, hi))
 
-    return decode_masked_diffusion(model, canvas, cfg, gens, state.policy, block_forward)
+    return decode_masked_diffusion(model, canvas, cfg, opts, gens, state.policy, block_forward)

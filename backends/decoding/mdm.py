@@ -4,7 +4,7 @@ For each block of K canvas positions (in order), repeat: forward the whole canva
 masked as keys), turn the block's logits into proposals and confidences (the *policy*), commit the
 chosen masked positions. Fixed-step policies run ``steps / n_blocks`` steps per block; with a
 threshold or factor the loop runs until the block is full (at least one token per step).
-A later Fast-dLLM engine can replace :func:`_forward` with a prefix/dual-cache forward.
+Fast-dLLM's caches (:mod:`.fastdllm`, :mod:`.dkv_cache`) replace :func:`_forward` through ``block_forward``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ import torch
 
 from dare.harness.records import DecodingConfig
 
-from .common import Canvas, DecodeResult, option, step_quotas, steps_per_block
+from .common import COMMON, Canvas, DecodeResult, LoopOptions, steps_per_block
+
+#: the fields a masked-diffusion rule with Fast-dLLM's parallel commits reads
+PARALLEL = COMMON | {"threshold", "factor"}
+NFE = ("one per forward of the canvas (two with classifier-free guidance); a threshold or factor block ends when "
+       "full. nfe_official: the same, plus the pass the official cached loops run after a block-start pass that "
+       "filled the block")
 
 
 #: On a CPU, rows go through the network in groups of about this many canvas tokens: a (B * L)-row GEMM
@@ -47,10 +53,23 @@ def _forward(model, canvas: Canvas, x: torch.Tensor, cfg: DecodingConfig, lo: in
     return _net(model, x, canvas.positions, key_mask, window), 1
 
 
-def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: list[torch.Generator],
-                            policy, block_forward=None) -> DecodeResult:
+class BlockForward:
+    """A block's forward ``(x (B, L), first) -> (logits (B, K, V), NFE cost)`` and its NFE convention:
+    ``official_pass_after_first`` when the official loop of its kind runs one more pass after a block-start
+    pass that already filled the block (NVlabs' Fast-dLLM cached loops; see :mod:`.fastdllm`)."""
+
+    def __init__(self, run, official_pass_after_first: bool = False):
+        self.run, self.official_pass_after_first = run, official_pass_after_first
+
+    def __call__(self, x: torch.Tensor, first: bool):
+        return self.run(x, first)
+
+
+def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, opts: LoopOptions,
+                            gens: list[torch.Generator], policy, block_forward=None) -> DecodeResult:
     """Run the block loop with ``policy(logits (B,K,V), masked (B,K), quota (B,), step, steps, gens, cfg,
-    model) -> (commit (B,K) bool, x0 (B,K))``; ``quota`` is None in threshold/factor mode.
+    opts, model) -> (commit (B,K) bool, x0 (B,K))``; ``quota`` is None in threshold/factor mode; ``opts``
+    the decoder's validated ``extra`` options.
 
     ``block_forward(lo) -> forward(x, first) -> (logits (B,K,V), cost)`` supplies the forward pass for the
     block starting at canvas column ``lo`` (``first`` on its first step); the default is a full uncached
@@ -58,13 +77,13 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
     """
     if block_forward is None:
         def block_forward(lo):
-            return lambda x, first: _forward(model, canvas, x, cfg, lo, lo + cfg.block_length)
+            return BlockForward(lambda x, first: _forward(model, canvas, x, cfg, lo, lo + cfg.block_length))
 
     x = canvas.tokens.clone()
     batch, gen, k = x.shape[0], cfg.gen_length, cfg.block_length
     fixed = cfg.threshold is None and cfg.factor is None
     n_steps = steps_per_block(cfg)
-    max_steps = option(cfg, "max_steps_per_block", k)
+    max_steps = k if fixed else opts.max_steps(k)
     commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=x.device)
     nfe = torch.zeros(batch, dtype=torch.long, device=x.device)
     skipped = torch.zeros_like(nfe)  # passes the official cached loops run and this loop does not
@@ -73,13 +92,13 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
         lo = canvas.gen_start + b * k
         forward = block_forward(lo)
         masked = x[:, lo:lo + k] == model.mask_id
-        quotas = step_quotas(cfg, masked.sum(-1), n_steps)
+        quotas = opts.step_quotas(cfg, masked.sum(-1), n_steps)
         step = 0
         while masked.any() and (step < n_steps if fixed else step < max_steps):
             working = masked.any(-1)
             logits, cost = forward(x, first=step == 0)
             quota = quotas[:, step] if fixed else None
-            commit, x0 = policy(logits, masked, quota, step, n_steps, gens, cfg, model)
+            commit, x0 = policy(logits, masked, quota, step, n_steps, gens, cfg, opts, model)
             commit &= masked
             block = x[:, lo:lo + k]
             x[:, lo:lo + k] = torch.where(commit, x0, block)
@@ -88,7 +107,7 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, gens: li
             nfe += cost * working.long()
             row_step += working.long()
             masked = x[:, lo:lo + k] == model.mask_id
-            if step == 0 and getattr(forward, "official_pass_after_first", False):
+            if step == 0 and forward.official_pass_after_first:
                 skipped += cost * (working & ~masked.any(-1)).long()
             step += 1
     block_ids = (torch.arange(gen, device=x.device) // k).expand(batch, -1)

@@ -25,9 +25,20 @@ import torch
 
 from dare.harness.errors import ConfigError
 
-from .common import early_eos_rejection, option, top_count
-from .llada import _demote_eos, _proposals
+from .common import COMMON, early_eos_rejection, top_count
+from .llada import LladaOptions, _demote_eos, _proposals
+from .mdm import NFE, decode_masked_diffusion
+from .spec import decoder
 from .stats import prob_of
+
+
+class PcSamplerOptions(LladaOptions):
+    """PC-Sampler: position decay ``pc_lambda``, clamp ``pc_alpha``, background counts file ``pc_background``
+    (the authors' defaults: 0.25 and 10)."""
+
+    pc_lambda: float = 0.25
+    pc_alpha: float = 10.0
+    pc_background: str | None = None
 
 
 @lru_cache(maxsize=4)
@@ -56,12 +67,15 @@ def scores(p: torch.Tensor, x0: torch.Tensor, freq: torch.Tensor, lam: float, al
     return torch.exp(-lam * position) * calibrated
 
 
-def pc_sampler(logits, masked, quota, step, steps, gens, cfg, model):
+@decoder("mdm:pc_sampler", loop=decode_masked_diffusion, reads=COMMON | {"cfg_scale"}, options=PcSamplerOptions,
+         nfe=NFE, supports_cfg=True, cacheable=True)
+def pc_sampler(logits, masked, quota, step, steps, gens, cfg, opts: PcSamplerOptions, model):
     """logits (B, K, V) of the active block -> (commit (B, K), x0 (B, K)); the quota as low confidence."""
-    logits, x0, p = _proposals(logits, gens, cfg, model)
+    logits, x0, p = _proposals(logits, gens, cfg, opts, model)
     if cfg.temperature != 0:
         p = prob_of(logits, x0)
-    freq = background(option(cfg, "pc_background"), logits.shape[-1])
-    conf = scores(p, x0, freq, float(option(cfg, "pc_lambda", 0.25)), float(option(cfg, "pc_alpha", 10.0)))
-    conf = _demote_eos(early_eos_rejection(conf, x0, step, steps, cfg, model), x0, cfg, model)
+    freq = background(opts.pc_background, logits.shape[-1])
+    conf = scores(p, x0, freq, opts.pc_lambda, opts.pc_alpha)
+    conf = early_eos_rejection(conf, x0, step, steps, cfg, opts.eos_gamma, opts.step_schedule, model)
+    conf = _demote_eos(conf, x0, opts, model)
     return top_count(conf, masked, quota), x0

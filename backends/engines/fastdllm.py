@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 
 import torch
-from dare.backends.decoding.fastdllm import POLICIES, cache_options, cache_reads, cache_strategy, cached_decoder
+from dare.backends.decoding.fastdllm import cache_reads, cache_strategy, cached_decoder
+from dare.backends.decoding.spec import DecoderSpec
 from dare.backends.models.checkpoint import official_names
 from dare.harness.errors import ConfigError, ModelError
 from dare.harness.options import DecoderInfo
@@ -34,9 +35,10 @@ class FastDllmEngine(TorchEngine):
     name = "fastdllm"
     version = "0.1.0"
 
-    def _decoder(self, decoding: DecodingConfig):
-        reference = super()._decoder(decoding)  # the registered reference decoder (or a ConfigError)
-        if reference not in POLICIES:
+    def _spec(self, decoding: DecodingConfig) -> DecoderSpec:
+        """The reference decoder's spec (or a ConfigError), and for a cacheable rule its cached counterpart."""
+        reference = super()._spec(decoding)
+        if not reference.cacheable:
             if decoding.cache != "none" and self.arch.decoding_family == "block":
                 raise ConfigError(f"cache={decoding.cache} applies to masked-diffusion models (LLaDA, Dream); "
                                   f"{self.arch.name} already decodes with its exact block cache: use cache=none")
@@ -48,20 +50,19 @@ class FastDllmEngine(TorchEngine):
         return cached_decoder(reference, decoding.cache)
 
     def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
-        """The reference decoder's declaration; the masked-diffusion ones also read ``cache``, and under a
-        cache its options and fields (e.g. dKV's ``dkv_refresh``; no ``cfg_scale``)."""
+        """The cached decoder's declaration: the cacheable rules also read ``cache``, and under a cache its
+        options and fields (e.g. dKV's ``dkv_refresh``; no ``cfg_scale``)."""
         info = super().decoder(decoding)
-        cached = {name for name in info.catalog if decoders.get(name) in POLICIES}
         mode = decoding.cache
-        catalog = {name: cache_reads(reads, mode) if name in cached else reads for name, reads in info.catalog.items()}
-        options = cache_options(info.options, mode) if info.name in cached else info.options
-        return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=frozenset(catalog[info.name]),
-                           options=options, catalog={f"fastdllm:{n}": r for n, r in catalog.items()},
-                           namespaces=info.namespaces, rules=info.rules)
+        catalog = {name: cache_reads(reads, mode) if decoders.get(name).cacheable else reads
+                   for name, reads in info.catalog.items()}
+        return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=info.reads, options=info.options,
+                           catalog={f"fastdllm:{n}": r for n, r in catalog.items()}, namespaces=info.namespaces,
+                           rules=info.rules, spec=info.spec)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:
         """The cache-mode check, then the torch engine's checks (decoder, steps, guidance, prompts)."""
-        self._decoder(decoding)
+        self._spec(decoding)
         super().prepare(requests, decoding.model_copy(update={"cache": "none"}))
 
     def update_weights(self, named_tensors) -> None:

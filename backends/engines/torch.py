@@ -6,7 +6,7 @@ registered as ``<family>:<remasking>`` for the model's architecture. Each reques
 generator seeded with ``request.seed``, so outputs do not depend on batch composition.
 Engine options: ``record_trajectory`` (``DecodingConfig.extra["torch"]`` or ``--set engine.record_trajectory=true``),
 ``dtype`` (float32 / bfloat16 / float16) and ``threads`` (CPU threads) from ``--set engine.NAME=VALUE``;
-algorithm options (``extra``) are documented in each decoder module.
+a decoder's ``extra`` options are its spec's typed Options model (:mod:`dare.backends.decoding.spec`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import torch
 from dare.backends import decoding as _decoding  # noqa: F401  (registers the decoders)
 from dare.backends import models as _models  # noqa: F401  (registers the architectures)
 from dare.backends.decoding import strategies
-from dare.backends.decoding.common import Canvas, option, steps_per_block
+from dare.backends.decoding.common import Canvas, steps_per_block
+from dare.backends.decoding.spec import NAMESPACES, DecoderSpec
 from dare.backends.models.loader import LoadedModel, checkpoint_dir, detect_architecture, fingerprint, load_model, read_config
 from dare.backends.models.tokenizer import render_prompt, use_chat_template
 from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
@@ -93,21 +94,21 @@ class TorchEngine(EngineBase):
         return {**self.options.identity(), "dtype": self._dtype(), "device": str(self.device).split(":")[0]}
 
     def decoder(self, decoding: DecodingConfig) -> DecoderInfo:
-        """The registered decoder ``<family>:<remasking>`` and what it reads (a ConfigError if none)."""
-        self._decoder(decoding)  # refuses a remasking this model has no decoder for
+        """The registered decoder ``<family>:<remasking>``'s declaration (a ConfigError if none): the one spec
+        lookup of a run; the resolver hands its typed options back to :meth:`generate`."""
+        spec = self._spec(decoding)
         family = self.arch.decoding_family
-        decode = decoders.get(f"{family}:{decoding.remasking}")  # the registered entry and its declarations
-        catalog = {f"{family}:{s}": frozenset(getattr(decoders.get(f"{family}:{s}"), "reads", ()))
-                   for s in strategies(family)}
-        return DecoderInfo(name=f"{family}:{decoding.remasking}", version=getattr(decode, "version", "1"),
-                           reads=frozenset(decode.reads), options=decode.Options, catalog=catalog,
-                           namespaces=frozenset({"torch"}), rules=dict(getattr(decode, "rules", {})))
+        catalog = {f"{family}:{s}": decoders.get(f"{family}:{s}").reads for s in strategies(family)}
+        return DecoderInfo(name=f"{family}:{decoding.remasking}", version=spec.version, reads=spec.reads,
+                           options=spec.Options, catalog=catalog, namespaces=NAMESPACES, rules=dict(spec.rules),
+                           spec=spec)
 
     def decoding_defaults(self) -> dict:
         """The architecture's usual decoding when the model has no ModelSpec (checkpoint given by path)."""
         return {} if self.ctx.model_spec else dict(self.arch.decoding_defaults)
 
-    def _decoder(self, decoding: DecodingConfig):
+    def _spec(self, decoding: DecodingConfig) -> DecoderSpec:
+        """The decoder spec ``decoding`` selects for this model's family (a ConfigError naming the choices)."""
         name = f"{self.arch.decoding_family}:{decoding.remasking}"
         if name not in decoders:
             raise ConfigError(f"remasking {decoding.remasking!r} is not available for {self.arch.name} models; "
@@ -116,9 +117,9 @@ class TorchEngine(EngineBase):
 
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
         """Check decoder, step schedule, chat template and tokenizer before any generation."""
-        decode = self._decoder(decoding)
+        spec = self._spec(decoding)
         steps_per_block(decoding)
-        if decoding.cfg_scale > 0 and not getattr(decode, "supports_cfg", False):
+        if decoding.cfg_scale > 0 and not spec.supports_cfg:
             raise ConfigError(f"cfg_scale={decoding.cfg_scale}: classifier-free guidance is only implemented for "
                               f"masked-diffusion decoders, not {self.arch.name}; use cfg_scale=0")
         if decoding.cache != "none":
@@ -142,15 +143,22 @@ class TorchEngine(EngineBase):
             raise ModelError("a prompt tokenises to nothing; check the model's chat template and tokenizer")
         return ids
 
-    def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
+    def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig,
+                 decoder: DecoderInfo | None = None, options: Options | None = None) -> list[Generation]:
+        """Decode ``requests`` with the resolver's ``decoder`` and typed ``options`` (``dare.harness.resolve``);
+        a caller without them (a test, a benchmark) gets the same from ``decoding`` here."""
         self.prepare([], decoding)
-        decode = self._decoder(decoding)
+        if decoder is None or options is None:
+            decoder = self.decoder(decoding)
+            options = decoder.spec.options(decoding)
         out: list[Generation] = []
         for start in range(0, len(requests), decoding.batch_size):
-            out.extend(self._generate_batch(requests[start:start + decoding.batch_size], decoding, decode))
+            batch = requests[start:start + decoding.batch_size]
+            out.extend(self._generate_batch(batch, decoding, decoder.spec, options))
         return out
 
-    def _generate_batch(self, batch: list[GenerationRequest], decoding: DecodingConfig, decode) -> list[Generation]:
+    def _generate_batch(self, batch: list[GenerationRequest], decoding: DecodingConfig, spec: DecoderSpec,
+                        options: Options) -> list[Generation]:
         model = self.model
         began = time.perf_counter()
         prompts = [self.prompt_ids(r.messages) for r in batch]
@@ -158,9 +166,10 @@ class TorchEngine(EngineBase):
         # one generator per request on the model's device: noise never depends on the batch around it
         gens = [torch.Generator(device=model.device).manual_seed(r.seed) for r in batch]
         with torch.inference_mode():
-            result = decode(model, canvas, decoding, gens)
+            result = spec(model, canvas, decoding, gens, options)
         elapsed = time.perf_counter() - began
-        record = bool(option(decoding, "record_trajectory", self.options.record_trajectory))
+        set_here = "record_trajectory" in options.model_fields_set  # the decoding's own setting wins over the engine's
+        record = options.record_trajectory if set_here else self.options.record_trajectory
         gens_out = []
         for row, request in enumerate(batch):
             ids = result.tokens[row].tolist()

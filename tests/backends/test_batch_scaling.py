@@ -64,7 +64,7 @@ def test_banned_tokens_add_nothing():
 def _textbook_policy(kind, sign=1):
     """The policies as they were written before the reductions: full (B, K, V) float64 probabilities
     (``sign=-1``: the least confident first, to show the comparison is sensitive to the order)."""
-    def policy(logits, masked, quota, step, steps, gens, cfg, model):
+    def policy(logits, masked, quota, step, steps, gens, cfg, opts, model):
         probs, x0 = _textbook(logits)
         if kind == "low_confidence":
             return top_count(sign * probs.gather(-1, x0[..., None])[..., 0], masked, quota), x0
@@ -74,7 +74,7 @@ def _textbook_policy(kind, sign=1):
             top2 = probs.topk(2, dim=-1).values
             conf = top2[..., 0] - top2[..., 1]
         last = step >= steps - 1
-        count = masked.sum(-1) if last else (masked.sum(-1) * dream._ratio(step, steps, cfg)).long()
+        count = masked.sum(-1) if last else (masked.sum(-1) * dream._ratio(step, steps, opts.eps)).long()
         return top_count(sign * conf, masked, count), x0
     return policy
 
@@ -93,8 +93,9 @@ def test_tokens_equal_the_full_softmax_policy(wide_models, arch, kind, steps):
     cfg = DecodingConfig(gen_length=16, steps=steps, block_length=8, remasking=kind)
     family = "mdm" if arch == "llada" else "dream"
     ours = _decode(model, decoders.get(f"{family}:{kind}"), cfg, PROMPTS)
+    opts = decoders.get(f"{family}:{kind}").Options()
     reference, reversed_ = (_decode(model, lambda m, c, d, g, s=s: decode_masked_diffusion(
-        m, c, d, g, _textbook_policy(kind, s)), cfg, PROMPTS) for s in (1, -1))
+        m, c, d, opts, g, _textbook_policy(kind, s)), cfg, PROMPTS) for s in (1, -1))
     assert torch.equal(ours.tokens, reference.tokens)
     assert torch.equal(ours.commit_step, reference.commit_step)
     assert not torch.equal(ours.commit_step, reversed_.commit_step)  # the order of confidences is what is checked

@@ -12,9 +12,8 @@ import copy
 
 import pytest
 import torch
-from dare.backends.decoding import dream, llada
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.fastdllm import _Forward, decode_cached
+from dare.backends.decoding.fastdllm import _Forward, cached_decoder
 from dare.backends.engines.fastdllm import FastDllmEngine
 from dare.backends.engines.torch import TorchEngine
 from dare.harness.engine import EngineContext, GenerationRequest
@@ -22,7 +21,7 @@ from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig, Message
 from dare.harness.registry import decoders, engines
 
-FAMILIES = {"llada": ("low_confidence", llada.low_confidence), "dream": ("entropy", dream.entropy)}
+FAMILIES = {"llada": ("low_confidence", "mdm:low_confidence"), "dream": ("entropy", "dream:entropy")}
 PROMPTS = [[5, 6, 7, 8, 9], [10, 11, 12], [40, 41, 42, 43, 44, 45, 46], [3]]
 
 
@@ -43,7 +42,7 @@ def _run(model, policy_or_ref, cfg, mode=None, prompts=PROMPTS):
     with torch.inference_mode():
         if mode is None:
             return policy_or_ref(model, canvas, cfg, gens)
-        return decode_cached(model, canvas, cfg, gens, policy_or_ref, mode)
+        return cached_decoder(decoders.get(policy_or_ref), mode)(model, canvas, cfg, gens)
 
 
 def _reference(model, remasking):
@@ -81,7 +80,7 @@ def test_sharp_model_commits_in_parallel(tiny_models):
     """The threshold path is really exercised: fewer forwards than tokens, and still exact."""
     model = _variant(tiny_models["llada"], frozen_keys=True, sharpen=20.0)
     cfg = DecodingConfig(gen_length=24, steps=24, block_length=8, threshold=0.6)
-    got = _run(model, llada.low_confidence, cfg, "dual")
+    got = _run(model, "mdm:low_confidence", cfg, "dual")
     assert (got.nfe < 24).all() and (got.tokens != model.mask_id).all()
 
 
@@ -90,7 +89,7 @@ def test_threshold_one_is_one_token_per_step_low_confidence(tiny_models, mode):
     model = _variant(tiny_models["llada"], frozen_keys=True)
     base = {"gen_length": 16, "steps": 16, "block_length": 8}
     ref = _run(model, _reference(model, "low_confidence"), DecodingConfig(**base))
-    got = _run(model, llada.low_confidence, DecodingConfig(**base, threshold=1.0), mode)
+    got = _run(model, "mdm:low_confidence", DecodingConfig(**base, threshold=1.0), mode)
     assert torch.equal(got.tokens, ref.tokens) and torch.equal(got.commit_step, ref.commit_step)
 
 
@@ -106,11 +105,11 @@ def test_cache_error_is_bounded_on_a_generic_model(tiny_models, arch, mode):
     x, lo = canvas.tokens.clone(), canvas.gen_start + 8
     x[:, canvas.gen_start:lo] = 65  # a finished first block; the third block is a masked suffix
     with torch.inference_mode():
-        cached = _Forward(model, canvas, cfg, lo, mode)
+        cached = _Forward(model, canvas, cfg, None, lo, mode)
         stale, _ = cached(x, first=True)
         x[:, lo:lo + 3] = 66  # commits inside the active block
         approx, _ = cached(x, first=False)
-        exact, _ = _Forward(model, canvas, cfg, lo, "none")(x, first=True)
+        exact, _ = _Forward(model, canvas, cfg, None, lo, "none")(x, first=True)
     ratio = ((approx - exact).norm() / (stale - exact).norm()).item()
     assert 0 < ratio < 0.75
 
@@ -119,10 +118,10 @@ def test_cache_is_batch_row_local(tiny_models):
     """Rows never mix: each row decodes the same alone as in a left-padded batch of 2 or 4."""
     model = _variant(tiny_models["dream"], sharpen=20.0)
     cfg = DecodingConfig(gen_length=16, steps=16, block_length=8, remasking="entropy", threshold=0.6)
-    batch = _run(model, dream.entropy, cfg, "dual")
+    batch = _run(model, "dream:entropy", cfg, "dual")
     for r, prompt in enumerate(PROMPTS):
-        alone = decode_cached(model, Canvas.build([prompt], 16, model.mask_id, model.pad_id, "cpu"), cfg,
-                              [torch.Generator().manual_seed(7 + r)], dream.entropy, "dual")
+        alone = cached_decoder(decoders.get("dream:entropy"), "dual")(
+            model, Canvas.build([prompt], 16, model.mask_id, model.pad_id, "cpu"), cfg, [torch.Generator().manual_seed(7 + r)])
         assert torch.equal(alone.tokens[0], batch.tokens[r]) and alone.nfe[0] == batch.nfe[r]
 
 

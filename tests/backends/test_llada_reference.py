@@ -52,8 +52,8 @@ def _decode(model, ids, case):
     """Our decode of ``case`` with the smallest relative top-2 gap (float64) over its steps."""
     gaps = []
 
-    def watched(logits, masked, quota, step, steps, gens, cfg, m):
-        commit, x0 = llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, m)
+    def watched(logits, masked, quota, step, steps, gens, cfg, opts, m):
+        commit, x0 = llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, opts, m)
         conf = torch.softmax(logits.double(), -1).gather(-1, x0[..., None])[..., 0]  # (1, K)
         chosen, left = conf[commit & masked], conf[masked & ~commit]
         if len(left):
@@ -63,7 +63,8 @@ def _decode(model, ids, case):
     cfg = DecodingConfig(gen_length=case["gen_length"], steps=case["steps"], block_length=case["block_length"])
     canvas = Canvas.build([ids], cfg.gen_length, model.mask_id, model.pad_id, "cpu")
     with torch.inference_mode():
-        result = decode_masked_diffusion(model, canvas, cfg, [torch.Generator().manual_seed(0)], watched)
+        result = decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(), [torch.Generator().manual_seed(0)],
+                                         watched)
     return result, min(gaps)
 
 
@@ -121,16 +122,16 @@ def test_the_closest_near_tie_seen_is_within_float32_rounding(hub_llada):
     engine_ids = engine.prompt_ids(prompts.template(bench.prompt).render(load_samples(bench.data)[9]))
     seen = {}
 
-    def watched(logits, masked, quota, step, steps, gens, cfg, m):
+    def watched(logits, masked, quota, step, steps, gens, cfg, opts, m):
         if step == 19:
             seen["logits"], seen["masked"] = logits[0].clone(), masked[0].clone()
             raise _Stop
-        return llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, m)
+        return llada.low_confidence(logits, masked, quota, step, steps, gens, cfg, opts, m)
 
     cfg = DecodingConfig(gen_length=256, steps=256, block_length=32)
     canvas = Canvas.build([engine_ids], 256, model.mask_id, model.pad_id, "cpu")
     with torch.inference_mode(), pytest.raises(_Stop):
-        decode_masked_diffusion(model, canvas, cfg, [torch.Generator().manual_seed(0)], watched)
+        decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(), [torch.Generator().manual_seed(0)], watched)
     logits, masked = seen["logits"], seen["masked"]
     x0 = logits.argmax(-1)
     ours = stats.greedy_stats(logits[None])["p"][0].masked_fill(~masked, 0)

@@ -23,7 +23,7 @@ import torch
 
 from dare.backends.decoding.common import Canvas
 from dare.backends.decoding.dpad import Dropout, gaussian_pdf
-from dare.backends.decoding.fastdllm import POLICIES, cached_decoder
+from dare.backends.decoding.fastdllm import cached_decoder
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
@@ -86,7 +86,8 @@ def test_kept_columns_follow_the_row_seed(llada, setting):
     cases = _cases(setting)  # each row's kept suffix columns per block, drawn from its own seed as theirs
     cfg = _config(cases, "mdm:dpad", _extra(setting), setting[5])
     canvas = Canvas.build([c["prompt_ids"] for c in cases], cfg.gen_length, llada.mask_id, llada.pad_id, "cpu")
-    state = Dropout(llada, canvas, cfg, [torch.Generator().manual_seed(c["seed"]) for c in cases])
+    opts = decoders.get("mdm:dpad").options(cfg)
+    state = Dropout(llada, canvas, cfg, opts, [torch.Generator().manual_seed(c["seed"]) for c in cases])
     per_block = []
     for b in range(cfg.gen_length // cfg.block_length):
         end = canvas.gen_start + (b + 1) * cfg.block_length
@@ -107,7 +108,7 @@ def test_options_reads_and_record_key():
     identity = decode.Options().identity()
     assert identity["dpad_dropout"] == "gaussian" and identity["dpad_sigma"] == 4.0 and identity["dpad_window"] is None
     assert {"cache", "cfg_scale"}.isdisjoint(decode.reads) and "threshold" in decode.reads
-    assert decode in POLICIES and decode.columns is not None  # the Fast-dLLM caches run over its columns
+    assert decode.cacheable and decode.columns is not None  # the Fast-dLLM caches run over its columns
     assert "dream:dpad" not in decoders and "block:dpad" not in decoders
 
 

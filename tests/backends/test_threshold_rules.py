@@ -75,14 +75,17 @@ def _logits(conf) -> torch.Tensor:
 
 
 def _commits(decode, tau, quota, floor) -> list[bool]:
+    floors = decode.rules["threshold"] == THRESHOLD_FLOOR  # only LLaDA2.1's editing rule has the floor option
     cfg = DecodingConfig(gen_length=4, steps=4, block_length=4, threshold=tau,
-                         remasking="editing" if decode.rules["threshold"] == THRESHOLD_FLOOR else "low_confidence",
-                         extra={"num_to_transfer": floor})
+                         remasking="editing" if floors else "low_confidence",
+                         extra={"num_to_transfer": floor} if floors else {})
     candidates = torch.tensor([CANDIDATES])
-    if hasattr(decode, "rule"):  # block decoders: (conf, candidates, quota, cfg) -> commit
+    opts = decode.options(cfg)
+    if decode.family == "block":  # block rules: (conf, candidates, quota, cfg, opts) -> commit
         conf = torch.tensor([CONF], dtype=torch.float64)
-        return decode.rule(conf, candidates, torch.tensor([quota]), cfg)[0].tolist()
-    commit, x0 = decode.policy(_logits(CONF), candidates, torch.tensor([quota]), 0, 4, [torch.Generator()], cfg, None)
+        return decode.rule(conf, candidates, torch.tensor([quota]), cfg, opts)[0].tolist()
+    commit, x0 = decode.rule(_logits(CONF), candidates, torch.tensor([quota]), 0, 4, [torch.Generator()], cfg, opts,
+                             None)
     assert x0.tolist() == [[0, 0, 0, 0]]
     return commit[0].tolist()
 

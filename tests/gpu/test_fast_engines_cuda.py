@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from dare.backends.decoding import llada
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.fastdllm import decode_cached
+from dare.backends.decoding.fastdllm import cached_decoder
 from dare.backends.models.loader import load_model
 from dare.backends.models.tiny import write_tiny_checkpoint
 from dare.harness.records import DecodingConfig
@@ -50,7 +49,7 @@ def _decode(model, prompts, cfg, mode):
     with torch.inference_mode():
         if mode is None:
             return decoders.get("mdm:low_confidence")(model, canvas, cfg, gens)
-        return decode_cached(model, canvas, cfg, gens, llada.low_confidence, mode)
+        return cached_decoder(decoders.get("mdm:low_confidence"), mode)(model, canvas, cfg, gens)
 
 
 @pytest.mark.parametrize("mode", ["prefix", "dual"])

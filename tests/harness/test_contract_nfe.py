@@ -21,9 +21,8 @@ import json
 
 import pytest
 import torch
-from dare.backends.decoding import dream, llada
 from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.fastdllm import decode_cached
+from dare.backends.decoding.fastdllm import cached_decoder
 from dare.backends.models.loader import load_model
 from dare.backends.models.tiny import write_tiny_checkpoint
 from dare.harness.records import DecodingConfig
@@ -39,7 +38,7 @@ FAST_DLLM_OFFICIAL = {
 SDAR_OFFICIAL = {(4, "low_confidence_static"): 21, (2, "low_confidence_static"): 13,
                  (4, "low_confidence_dynamic"): 21}
 
-POLICIES = {"llada": llada.low_confidence, "dream": dream.maskgit_plus}  # confidence = probability
+POLICIES = {"llada": "mdm:low_confidence", "dream": "dream:maskgit_plus"}  # confidence = probability
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +60,7 @@ def test_fast_dllm_counts_match_the_official_loops(models, arch, key):
     prompts = [[5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15]]
     gens = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
     with torch.inference_mode():
-        result = decode_cached(model, _canvas(model, prompts, 16), cfg, gens, POLICIES[arch], mode)
+        result = cached_decoder(decoders.get(POLICIES[arch]), mode)(model, _canvas(model, prompts, 16), cfg, gens)
     assert result.nfe_official.tolist() == [FAST_DLLM_OFFICIAL[key]] * 2
     # the forwards run: one per step, the block-start pass being step 0 (a full block after it: no more)
     per_block = 1 if threshold == 1e-9 else (steps // 4 if threshold is None else 4)
@@ -80,7 +79,7 @@ def test_fast_dllm_extra_pass_is_counted_per_completed_block(models):
     prompts = [[5, 6, 7, 8, 9], [10, 11, 12], [40, 41, 42, 43, 44, 45, 46]]
     gens = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
     with torch.inference_mode():
-        result = decode_cached(model, _canvas(model, prompts, 32), cfg, gens, llada.low_confidence, "dual")
+        result = cached_decoder(decoders.get("mdm:low_confidence"), "dual")(model, _canvas(model, prompts, 32), cfg, gens)
     steps = result.commit_step.view(len(prompts), 8, 4)
     one_pass = (steps.amax(-1) == steps.amin(-1)).sum(-1)  # blocks whose tokens share one step: step 0
     assert 0 < int(one_pass.sum()) < 3 * 8, "the case needs both kinds of block"
