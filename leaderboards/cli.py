@@ -23,7 +23,7 @@ from .statistics import N_BOOT
 PROG = "dare-leaderboard"
 
 
-def make_parser() -> Parser:
+def build_parser() -> Parser:
     parser = Parser(prog=PROG, description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the static site from run directories")
@@ -39,7 +39,7 @@ def make_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     return run_cli(PROG, lambda: _build(args))
