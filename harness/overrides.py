@@ -109,7 +109,6 @@ _DECODING = Section("decoding", DECODING_FIELDS)
 #: verifier and engine options are typed, so their readers check the names.
 EVAL = Grammar(bare=_DECODING, usage="a decoding field, verifier.OPTION or engine.OPTION",
                sections={"decoding": _DECODING, "verifier": Section("verifier"), "engine": Section("engine")})
-SECTIONS = tuple(EVAL.sections)
 
 
 @dataclass
