@@ -1,7 +1,8 @@
 """dare-eval: score a model (or completions produced elsewhere) on a suite.
 
-Exit codes: 0 success, 2 bad input (one-line error, no traceback), 1 internal error. The last line on
-stdout is the new run directory.
+Exit codes (:func:`dare.harness.cliutil.run_cli`): 0 success, 2 bad input (one-line error, no traceback),
+130 interrupted (rerun the same command to resume), 1 internal error. The last line on stdout is the new
+run directory.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfg
-from .cliutil import Parser, progress_bars
+from .cliutil import Parser, add_set_argument, progress_bars, run_cli
 from .dryrun import describe, rule_lines
-from .errors import DareError
 from .plan import evaluate, plan
 from .resolve import layered
 from .registry import caches, decoders, engines, load_plugins, metrics
@@ -38,9 +38,8 @@ def build_parser() -> Parser:
     p.add_argument("--seed", type=int, help="decoding seed (same as --set seed=N)")
     p.add_argument("--out", default="runs", help="directory under which the run directory is created (default: runs/)")
     p.add_argument("--cache-dir", help="generation and verdict cache (default: OUT/.cache); reruns resume from it")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting: a decoding field (gen_length=256, steps=128, block_length=32, temperature=0.7, "
-                   "num_samples=8, batch_size=4, ...), verifier.OPTION=V or engine.OPTION=V; repeatable")
+    add_set_argument(p, "override a setting: a decoding field (gen_length=256, steps=128, block_length=32, temperature=0.7, "
+                     "num_samples=8, batch_size=4, ...), verifier.OPTION=V or engine.OPTION=V; repeatable")
     p.add_argument("--workers", type=int, default=1,
                    help="data-parallel engine replicas as Ray actors (one per GPU, or per CPU core); needs the rl extra")
     p.add_argument("--device", help="torch device for model engines (default: cuda if available, else cpu)")
@@ -140,24 +139,25 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=f"{PROG}: %(levelname)s: %(message)s")
-    resolved = None
-    try:
-        if args.list:
-            print(list_everything())
-            return 0
-        resolved = make_plan(args, argv)
-        if args.dry_run:
-            print(describe(resolved))
-            return 0
-        evaluate(resolved)
-        run_dir = resolved.run_dir
-    except DareError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        where = f"; partial results in {resolved.run_dir}" if resolved and resolved.run_dir else ""
-        sys.stderr.write(f"{PROG}: interrupted; finished generations are cached, rerun the same command to resume{where}\n")
-        return 130
+    started: list[EvalPlan] = []  # the resolved plan, once there is one: an interruption names its run directory
+
+    def interrupted() -> str:
+        where = f"; partial results in {started[0].run_dir}" if started and started[0].run_dir else ""
+        return f"interrupted; finished generations are cached, rerun the same command to resume{where}"
+
+    return run_cli(PROG, lambda: _run(args, argv, started), interrupted)
+
+
+def _run(args: argparse.Namespace, argv: list[str], started: list[EvalPlan]) -> int:
+    if args.list:
+        print(list_everything())
+        return 0
+    started.append(make_plan(args, argv))
+    if args.dry_run:
+        print(describe(started[0]))
+        return 0
+    evaluate(started[0])
+    run_dir = started[0].run_dir
     print(summary(run_dir))
     print(run_dir)
     return 0

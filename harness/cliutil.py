@@ -1,26 +1,77 @@
-"""Pieces shared by the command-line tools (dare-eval, dare-train, dare-leaderboard)."""
+"""The kit every command-line tool is built from (dare-eval, dare-train, dare-leaderboard, OpenCompass's).
+
+- :class:`Parser`: argparse with one-line errors (exit 2) and ``--version`` on the tool and each subcommand;
+- :func:`add_set_argument`: the one ``--set KEY=VALUE`` flag (its grammar: :mod:`dare.harness.overrides`);
+- :func:`run_cli`: the one mapping from errors to exit codes.
+
+Exit codes, the same for every tool: 0 success, 2 bad input (a :class:`DareError`, one line on stderr, no
+traceback; a subclass may declare another ``exit_code``), 130 interrupted, 1 internal error (any other
+exception: Python prints its traceback and exits 1, since an internal error must show where it happened).
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-import yaml
+from .errors import DareError
+
+INTERRUPTED = 130  # what a shell reports for a process ended by SIGINT
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) and ``--version``: the usage block would bury the message."""
+    """argparse with one-line errors (exit 2) and ``--version``: the usage block would bury the message.
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    ``tool`` names the program in the version line (default ``prog``), so a subcommand's ``--version``
+    (``dare-leaderboard build --version``) prints the tool's line, not ``dare-leaderboard build``.
+    """
+
+    def __init__(self, *args: Any, tool: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+        self.tool = tool or self.prog
+        self.add_argument("--version", action="version", version=version_line(self.tool),
                           help="print the installed dare-dllm version and exit")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        """Subcommands are Parsers too (one-line errors, ``--version``)."""
+        kwargs.setdefault("parser_class", functools.partial(Parser, tool=self.tool))
+        return super().add_subparsers(**kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
+
+
+def version_line(tool: str) -> str:
+    """``"dare-eval 0.4.0"``: what every tool's ``--version`` prints."""
+    return f"{tool} {package_version()}"
+
+
+def add_set_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """The ``--set KEY=VALUE`` flag (repeatable, collected in ``args.overrides``), declared once for all tools."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
+def run_cli(prog: str, body: Callable[[], int], interrupted: Callable[[], str] | None = None) -> int:
+    """``body()``'s exit code, with every tool's errors mapped the same way (see the module docstring).
+
+    A :class:`DareError` becomes ``PROG: error: MESSAGE`` on stderr and its ``exit_code``. A
+    KeyboardInterrupt becomes ``PROG: `` + ``interrupted()`` and 130 for tools that can resume (the line
+    says how); without ``interrupted`` it propagates, as Python's own handling is then the honest one.
+    """
+    try:
+        return body()
+    except DareError as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        if interrupted is None:
+            raise
+        sys.stderr.write(f"{prog}: {interrupted()}\n")
+        return INTERRUPTED
 
 
 def progress_bars(enabled: bool) -> Callable[[str, int], Any] | None:
@@ -42,22 +93,6 @@ def package_version() -> str:
         from dare import __version__
 
         return __version__
-
-
-def parse_assignment(item: str) -> tuple[str, Any]:
-    """``"key=value"`` -> (key, value parsed as a YAML scalar: ``0.7`` float, ``true`` bool, else text).
-
-    Raises ValueError naming the item when it is not KEY=VALUE.
-    """
-    key, sep, raw = item.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ValueError(f"{item!r} is not KEY=VALUE")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key, value
 
 
 def check_device(device: str | None) -> None:

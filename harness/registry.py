@@ -47,7 +47,7 @@ def load_plugins() -> None:
 
 
 class Registry(Generic[T]):
-    """A named collection of pluggable objects of one kind (suites, verifiers, engines, ...)."""
+    """A named collection of pluggable objects of one kind (verifiers, engines, decoders, ...)."""
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -131,12 +131,11 @@ def _describe(obj: object) -> str:
     return obj if isinstance(obj, str) else f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', obj)}"
 
 
-# One registry per kind of pluggable thing.
-benchmarks: Registry[Callable[..., Any]] = Registry("benchmark")
+# One registry per kind of pluggable thing. Benchmarks, suites and prompt templates are YAML data
+# (configs/, read by harness/config.py), not registered code, so they have no registry here.
 verifiers: Registry[Callable[..., Any]] = Registry("verifier")
 engines: Registry[Callable[..., Any]] = Registry("engine")
 metrics: Registry[Callable[..., Any]] = Registry("metric")
-prompts: Registry[Callable[..., Any]] = Registry("prompt template")
 architectures: Registry[Callable[..., Any]] = Registry("architecture")
 decoders: Registry[Callable[..., Any]] = Registry("decoder")
 caches: Registry[Any] = Registry("KV cache")  # forward strategies of the cached engine (DecodingConfig.cache)

@@ -2,7 +2,8 @@
 
     dare-leaderboard build --runs runs/ --out site/ [--baseline MODEL] [--title TEXT]
 
-Exit codes: 0 built, 2 user error (no runs, bad --out, unknown baseline), 1 internal error.
+Exit codes (:func:`dare.harness.cliutil.run_cli`): 0 built, 2 user error (no runs, bad --out, unknown
+baseline), 1 internal error.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ import logging
 import sys
 from pathlib import Path
 
-from dare.harness.errors import DareError
+from dare.harness.cliutil import Parser, run_cli
+from dare.harness.errors import InputError
 
 from .build import build_site
 from .statistics import N_BOOT
 
 
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dare-leaderboard", description=__doc__.splitlines()[0])
+PROG = "dare-leaderboard"
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog=PROG, description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the static site from run directories")
     build.add_argument("--runs", nargs="+", type=Path, required=True, metavar="DIR",
@@ -34,17 +39,16 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    return run_cli(PROG, lambda: _build(args))
+
+
+def _build(args: argparse.Namespace) -> int:
     if args.bootstrap < 100:
-        print("dare-leaderboard: error: --bootstrap must be at least 100", file=sys.stderr)
-        return 2
-    try:
-        report = build_site(args.runs, args.out, baseline=args.baseline, title=args.title, n_boot=args.bootstrap)
-    except DareError as exc:
-        print(f"dare-leaderboard: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        raise InputError("--bootstrap must be at least 100")
+    report = build_site(args.runs, args.out, baseline=args.baseline, title=args.title, n_boot=args.bootstrap)
     rows = ", ".join(f"{suite}: {n} rows" for suite, n in report.suites.items())
     print(f"built {report.out / 'index.html'} from {report.runs} runs ({rows}) in {report.seconds:.1f} s; "
           f"index {report.index_bytes / 1e6:.2f} MB"

@@ -42,6 +42,12 @@ from .table import Z95, primary_metric, training_run
 STRATEGY_FIELDS = ("remasking", "steps", "threshold", "factor", "cache", "alg_temp", "extra")
 MACHINE_FIELDS = ("cpu", "cpu_count", "cpu_capability", "torch_threads", "gpu")
 SHARED_GUARDS = ("data", "prompt", "verifier")
+#: Engines a point's label leaves unnamed: the native engine, which every strategy runs on unless a run
+#: says otherwise (dare-eval's default), so a label names only an engine that differs from it.
+UNNAMED_ENGINES = frozenset({"torch"})
+#: Fields a label shows as ``name value`` when set (they are None by default).
+LABELLED_VALUES = ("threshold", "factor", "alg_temp")
+_DEFAULTS = DecodingConfig()
 
 
 @dataclass
@@ -192,12 +198,11 @@ def _label(record: RunRecord) -> str:
     decoder's rule (its registry name after the last colon; the full name is in the page's table), then
     the strategy fields set away from their defaults."""
     decoding = record.decoding
-    parts = [] if record.backend.name == "torch" else [record.backend.name]
+    parts = [record.backend.name] if record.backend.name not in UNNAMED_ENGINES else []
     parts.append((record.decoder.name if record.decoder else decoding.remasking).rsplit(":", 1)[-1])
-    if decoding.cache != "none":
+    if decoding.cache != _DEFAULTS.cache:
         parts.append(decoding.cache)
-    parts += [f"{name} {getattr(decoding, name):g}" for name in ("threshold", "factor", "alg_temp")
-              if getattr(decoding, name) is not None]
+    parts += [f"{name} {getattr(decoding, name):g}" for name in LABELLED_VALUES if getattr(decoding, name) is not None]
     if decoding.steps != decoding.gen_length:
         parts.append(f"steps {decoding.steps}")
     return " · ".join(parts)

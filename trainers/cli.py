@@ -1,7 +1,8 @@
 """dare-train: train a dLLM with a registered algorithm on a suite's train split, then evaluate it.
 
-Exit codes: 0 success, 2 bad input (one-line error), 1 internal error, 130 interrupted (rerun the same
-command to resume from the last checkpoint). The last line on stdout is the training run directory.
+Exit codes (:func:`dare.harness.cliutil.run_cli`): 0 success, 2 bad input (one-line error), 1 internal
+error, 130 interrupted (rerun the same command to resume from the last checkpoint). The last line on
+stdout is the training run directory.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
-from dare.harness.cliutil import Parser, check_device, parse_assignment, progress_bars
-from dare.harness.errors import ConfigError, DareError
+from dare.harness.cliutil import Parser, add_set_argument, check_device, progress_bars, run_cli
+from dare.harness.errors import ConfigError
+from dare.harness.overrides import Grammar, Section, Vocabulary
 from dare.harness.registry import Registry, algorithms, did_you_mean, estimators
 from dare.harness.rundir import check_writable, slug
 
@@ -42,9 +43,8 @@ def build_parser() -> Parser:
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="runs/train", help="directory of training runs (default runs/train)")
     p.add_argument("--run-name", help="run directory name (default from algo, suite, model, seed); reruns resume it")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="a trainer field (lr=1e-5, group_size=4, prompts_per_step=2, ...), algo.FIELD=V, "
-                   "decoding.FIELD=V (rollout and eval) or rollout.FIELD=V (rollout only); repeatable")
+    add_set_argument(p, "a trainer field (lr=1e-5, group_size=4, prompts_per_step=2, ...), algo.FIELD=V, "
+                     "decoding.FIELD=V (rollout and eval) or rollout.FIELD=V (rollout only); repeatable")
     p.add_argument("--dare-compat", action="store_true", help="use the algorithm's DARE preset (X_dare: DARE's "
                    "simplifications of the paper, e.g. one inner step, fixed mask seed, padding counted)")
     p.add_argument("--no-eval", action="store_true", help="skip the evaluation of the final checkpoint")
@@ -92,34 +92,29 @@ def list_everything() -> str:
     return "\n".join(lines)
 
 
-def parse_sets(items: list[str]) -> dict[str, Any]:
-    """``--set`` items into TrainConfig flags: algo.X -> algorithm_settings, decoding.X, rollout.X."""
-    sections = {"algo": "algorithm_settings", "decoding": "decoding", "rollout": "rollout_decoding"}
-    flags: dict[str, Any] = {}
-    problems = []
-    for item in items:
-        try:
-            key, value = parse_assignment(item)
-        except ValueError as exc:
-            problems.append(str(exc))
-            continue
-        head, dot, rest = key.partition(".")
-        if dot and head in sections:
-            flags.setdefault(sections[head], {})[rest] = value
-        elif dot:
-            problems.append(f"unknown section {head!r} in {key!r} (use algo., decoding. or rollout.)")
-        else:
-            flags[head] = value
+def _train_fields() -> list[str]:
     from .config import TrainConfig
 
-    for key in flags:
-        if key not in TrainConfig.model_fields:
-            fields = sorted(TrainConfig.model_fields)
-            problems.append(f"unknown setting {key!r}{did_you_mean(key, fields)} (trainer fields: {', '.join(fields)}; "
-                            "or algo.X, decoding.X, rollout.X)")
-    if problems:
-        raise ConfigError(problems, source="--set")
-    return flags
+    return list(TrainConfig.model_fields)
+
+
+def _train_hint(name: str, fields: list[str]) -> str:
+    return f"{did_you_mean(name, fields)} (trainer fields: {', '.join(fields)}; or algo.X, decoding.X, rollout.X)"
+
+
+#: dare-train's ``--set`` table: a TrainConfig field bare; sections land in the TrainConfig field they
+#: fill and are checked there (algorithm config, DecodingConfig). The field names as sections are
+#: refused with the command-line spelling.
+SETS = Grammar(bare=Section(None, Vocabulary(_train_fields, _train_hint)),
+               sections={"algo": Section("algorithm_settings"), "decoding": Section("decoding"),
+                         "rollout": Section("rollout_decoding")},
+               usage="a trainer field, algo.X, decoding.X or rollout.X",
+               renamed={"algorithm": "algo", "algorithm_settings": "algo", "rollout_decoding": "rollout"})
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``--set`` items into TrainConfig flags: algo.X -> algorithm_settings, decoding.X, rollout.X."""
+    return SETS.parse(items)
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
@@ -206,18 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format=f"{PROG}: %(levelname)s: %(message)s")
     _show_progress(not args.no_progress)
-    try:
-        if args.list:
-            print(list_everything())
-            return 0
-        run_dir = compare(args, argv) if args.compare else run(args, argv)
-    except DareError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{PROG}: interrupted; rerun the same command to resume from the last checkpoint\n")
-        return 130
-    print(run_dir)
+    return run_cli(PROG, lambda: _main(args, argv),
+                   lambda: "interrupted; rerun the same command to resume from the last checkpoint")
+
+
+def _main(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.list:
+        print(list_everything())
+        return 0
+    print(compare(args, argv) if args.compare else run(args, argv))
     return 0
 
 

@@ -21,7 +21,9 @@ the top-1 rule explicitly (``extra.threshold_rule: top1``); any other combinatio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dare.harness.errors import ConfigError
@@ -82,6 +84,18 @@ def _tau(cfg: DecodingConfig, algo: dict[str, Any], default: float) -> float:
     return cfg.threshold if cfg.threshold is not None else algo.get("confidence_threshold", default)
 
 
+LMDEPLOY_DYNAMIC = "low_confidence_dynamic"
+#: remasking -> lmdeploy's dllm_unmasking_strategy (without, with a threshold): the plain rule turns
+#: dynamic once a threshold is set, as the reference SDAR sampler does.
+LMDEPLOY_STRATEGIES: dict[str, tuple[str, str]] = {
+    "low_confidence": ("low_confidence_static", LMDEPLOY_DYNAMIC),
+    "low_confidence_static": ("low_confidence_static", "low_confidence_static"),
+    "low_confidence_dynamic": (LMDEPLOY_DYNAMIC, LMDEPLOY_DYNAMIC),
+    "threshold": (LMDEPLOY_DYNAMIC, LMDEPLOY_DYNAMIC),
+    "sequential": ("sequential", "sequential"),
+}
+
+
 def lmdeploy_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
     """PytorchEngineConfig and GenerationConfig keyword arguments for an SDAR model."""
     problems = [] if architecture in LMDEPLOY_ARCHITECTURES else [
@@ -91,15 +105,13 @@ def lmdeploy_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
     problems += extra_problems + block_problems
     problems += _unused(cfg, {"gen_length", "steps", "block_length", "remasking", "threshold", "temperature",
                               "top_p", "top_k", "stop_at_eos"}, "lmdeploy")
-    strategy = {"low_confidence": "low_confidence_dynamic" if cfg.threshold is not None else "low_confidence_static",
-                "low_confidence_static": "low_confidence_static", "low_confidence_dynamic": "low_confidence_dynamic",
-                "threshold": "low_confidence_dynamic", "sequential": "sequential"}.get(cfg.remasking)
+    strategy = LMDEPLOY_STRATEGIES.get(cfg.remasking, (None, None))[cfg.threshold is not None]
     if strategy is None:
         problems.append(f"remasking={cfg.remasking!r} has no lmdeploy unmasking strategy "
                         "(low_confidence, low_confidence_static, low_confidence_dynamic, sequential)")
     engine: dict[str, Any] = {"dllm_block_length": cfg.block_length, "dllm_denoising_steps": per_block,
                               "dllm_unmasking_strategy": strategy, "max_batch_size": cfg.batch_size}
-    if strategy == "low_confidence_dynamic":
+    if strategy == LMDEPLOY_DYNAMIC:
         engine["dllm_confidence_threshold"] = _tau(cfg, algo, 0.9)
         problems += _top1_rule_ok(cfg, per_block, algo, "lmdeploy")
     else:
@@ -128,28 +140,50 @@ def sglang_options(cfg: DecodingConfig, architecture: str) -> EngineOptions:
     problems += extra_problems + block_problems
     problems += _unused(cfg, {"gen_length", "steps", "block_length", "remasking", "threshold", "stop_at_eos"},
                         "SGLang (its diffusion algorithms decode greedily)")
+    algorithm, build = SGLANG_ALGORITHMS.get(cfg.remasking, (None, None))
     config: dict[str, Any] = {"block_size": cfg.block_length}
-    if cfg.remasking in ("editing", "joint_threshold"):
-        algorithm = "JointThreshold"
-        config.update(threshold=cfg.threshold if cfg.threshold is not None else 0.5,
-                      edit_threshold=algo.get("editing_threshold", 0.0),
-                      max_post_edit_steps=algo.get("max_post_steps", 16), penalty_lambda=algo.get("penalty_lambda", 0))
-    elif cfg.remasking in ("low_confidence", "low_confidence_static", "low_confidence_dynamic", "threshold"):
-        algorithm = "LowConfidence"
-        static = cfg.remasking == "low_confidence_static" or (cfg.remasking == "low_confidence" and cfg.threshold is None)
-        if static and (cfg.threshold is not None or per_block != cfg.block_length):
-            problems.append("SGLang expresses static unmasking only as one token per step without a threshold "
-                            "(steps = gen_length, threshold unset)")
-        elif not static:
-            problems += _top1_rule_ok(cfg, per_block, algo, "SGLang LowConfidence")
-        # one token per step is LowConfidence with a threshold nothing can exceed (it commits conf > tau)
-        config["threshold"] = 1.0 if static else _tau(cfg, algo, 0.95)
-    else:
-        algorithm = None
+    if build is None:
         problems.append(f"remasking={cfg.remasking!r} has no SGLang dllm algorithm (low_confidence, "
                         "low_confidence_static, low_confidence_dynamic, editing)")
+    else:
+        settings, rule_problems = build(cfg, algo, per_block)
+        config.update(settings)
+        problems += rule_problems
     if problems:
         raise ConfigError(problems, source="sglang")
     engine = {"dllm_algorithm": algorithm, "max_running_requests": cfg.batch_size, "trust_remote_code": True}
     sampling = {"temperature": 0.0, "max_new_tokens": cfg.gen_length, "ignore_eos": not cfg.stop_at_eos}
     return EngineOptions(engine=engine, sampling=sampling, algorithm_config=config)
+
+
+def _joint_threshold(cfg: DecodingConfig, algo: dict[str, Any], per_block: int) -> tuple[dict[str, Any], list[str]]:
+    """JointThreshold's dllm_algorithm_config (LLaDA2.1's editing rule); every value has a default."""
+    return {"threshold": cfg.threshold if cfg.threshold is not None else 0.5,
+            "edit_threshold": algo.get("editing_threshold", 0.0), "max_post_edit_steps": algo.get("max_post_steps", 16),
+            "penalty_lambda": algo.get("penalty_lambda", 0)}, []
+
+
+def _low_confidence(cfg: DecodingConfig, algo: dict[str, Any], per_block: int, *,
+                    static: bool | None) -> tuple[dict[str, Any], list[str]]:
+    """LowConfidence's config; ``static`` None: static unless a threshold is set (the plain rule)."""
+    static = cfg.threshold is None if static is None else static
+    problems = []
+    if static and (cfg.threshold is not None or per_block != cfg.block_length):
+        problems.append("SGLang expresses static unmasking only as one token per step without a threshold "
+                        "(steps = gen_length, threshold unset)")
+    elif not static:
+        problems += _top1_rule_ok(cfg, per_block, algo, "SGLang LowConfidence")
+    # one token per step is LowConfidence with a threshold nothing can exceed (it commits conf > tau)
+    return {"threshold": 1.0 if static else _tau(cfg, algo, 0.95)}, problems
+
+
+_Builder = Callable[[DecodingConfig, dict[str, Any], int], tuple[dict[str, Any], list[str]]]
+#: remasking -> (SGLang dllm_algorithm, the builder of its dllm_algorithm_config and problems)
+SGLANG_ALGORITHMS: dict[str, tuple[str, _Builder]] = {
+    "editing": ("JointThreshold", _joint_threshold),
+    "joint_threshold": ("JointThreshold", _joint_threshold),
+    "low_confidence": ("LowConfidence", partial(_low_confidence, static=None)),
+    "low_confidence_static": ("LowConfidence", partial(_low_confidence, static=True)),
+    "low_confidence_dynamic": ("LowConfidence", partial(_low_confidence, static=False)),
+    "threshold": ("LowConfidence", partial(_low_confidence, static=False)),
+}

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dare.harness.cliutil import Parser, run_cli
 from dare.harness.errors import DareError, InputError, PrerequisiteError
 
 from . import require_opencompass
@@ -135,34 +136,37 @@ def length_notices(config) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Only --version is ours; every other option is OpenCompass's and passes through untouched (argv
+    # itself, not argparse's leftovers, so nothing is reordered or abbreviated).
+    Parser(prog=PROG, tool=PROG, add_help=False, allow_abbrev=False).parse_known_args(argv)
+    return run_cli(PROG, lambda: _run(argv))
+
+
+def _run(argv: list[str]) -> int:
+    if not argv or argv[0].startswith("-"):
+        raise InputError(f"usage: {PROG} CONFIG.py [opencompass options, e.g. -w WORK_DIR]")
+    require_opencompass()
+    from mmengine.config import Config
+
+    if not Path(argv[0]).is_file():
+        raise InputError(f"config file {argv[0]} does not exist")
     try:
-        if not argv or argv[0].startswith("-"):
-            raise InputError(f"usage: {PROG} CONFIG.py [opencompass options, e.g. -w WORK_DIR]")
-        require_opencompass()
-        from mmengine.config import Config
+        config = Config.fromfile(argv[0])
+    except RuntimeError as exc:
+        if str(exc):
+            raise
+        raise InputError(f"{argv[0]}: {LAZY_IMPORT_FIX}") from None
+    check_fresh_imports(dotted_types(config.to_dict()))
+    for note in length_notices(config):
+        sys.stderr.write(note + "\n")
+    work_root = Path(option(argv, "-w", "--work-dir") or config.get("work_dir", "outputs/default"))
+    before = set(work_root.iterdir()) if work_root.is_dir() else set()
+    from opencompass.cli.main import main as opencompass_main  # 4 s of imports: only once the checks pass
 
-        if not Path(argv[0]).is_file():
-            raise InputError(f"config file {argv[0]} does not exist")
-        try:
-            config = Config.fromfile(argv[0])
-        except RuntimeError as exc:
-            if str(exc):
-                raise
-            raise InputError(f"{argv[0]}: {LAZY_IMPORT_FIX}") from None
-        check_fresh_imports(dotted_types(config.to_dict()))
-        for note in length_notices(config):
-            sys.stderr.write(note + "\n")
-        work_root = Path(option(argv, "-w", "--work-dir") or config.get("work_dir", "outputs/default"))
-        before = set(work_root.iterdir()) if work_root.is_dir() else set()
-        from opencompass.cli.main import main as opencompass_main  # 4 s of imports: only once the checks pass
-
-        sys.argv = ["opencompass", *argv]
-        opencompass_main()
-        folder = run_folder(work_root, before, option(argv, "-r", "--reuse", const="latest"))
-        if folder is None:
-            raise OpenCompassRunFailed(f"OpenCompass created no run folder under {work_root}")
-        check_results(folder, config)
-    except DareError as exc:
-        sys.stderr.write(f"{PROG}: error: {exc}\n")
-        return exc.exit_code
+    sys.argv = ["opencompass", *argv]
+    opencompass_main()
+    folder = run_folder(work_root, before, option(argv, "-r", "--reuse", const="latest"))
+    if folder is None:
+        raise OpenCompassRunFailed(f"OpenCompass created no run folder under {work_root}")
+    check_results(folder, config)
     return 0
