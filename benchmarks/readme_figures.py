@@ -58,7 +58,7 @@ def _depends_on(rows: list[dict[str, Any]], start_dir: Path | None) -> str:
     envs = [RunRecord.model_validate_json((Path(r["eval_run"]) / "run.json").read_text()).environment for r in rows]
 
     def values(key: str) -> str:
-        found = sorted({str(e.get(key, "?")) for e in envs})
+        found = sorted({str(getattr(e, key)) if key in e.model_fields_set else "?" for e in envs})
         return "/".join(found)
 
     parts = [f"torch {values('torch')}", f"{values('torch_threads')} torch thread(s)",

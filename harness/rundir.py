@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import platform
 import re
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DareError, InputError
-from .records import RunRecord, json_text
+from .records import Environment, RunRecord, json_text
 
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -163,8 +162,9 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
-def environment_info() -> dict[str, Any]:
-    """Python, packages, platform, accelerator and the source commit (with a dirty flag)."""
+def environment() -> Environment:
+    """Python, packages, platform, accelerator and the source commit (with a dirty flag), as the record's
+    :class:`~dare.harness.records.Environment`."""
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -189,4 +189,9 @@ def environment_info() -> dict[str, Any]:
     if commit:
         env["git_commit"] = commit
         env["git_dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
-    return env
+    return Environment(**env)
+
+
+def environment_info() -> dict[str, Any]:
+    """:func:`environment` as the plain dict run.json holds (the facts a training run records beside it)."""
+    return environment().model_dump(mode="json")

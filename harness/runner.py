@@ -24,10 +24,11 @@ from .data import load_samples, verified_path
 from .engine import Engine, EngineBase, GenerationRequest, declared_token_identity, generate, request_seed
 from .options import DecoderInfo, Options
 from .prompts import template
-from .records import BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, Verdict
+from .records import (BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, TrainingLink,
+                      Verdict)
 from .verifiers import verifiers
 from .verifiers.base import verifier_identity, verifier_options
-from .rundir import environment_info, hold_outputs, new_run_dir, write_run
+from .rundir import environment, hold_outputs, new_run_dir, write_run
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], Any]  # (description, total) -> object with update(n) and close()
@@ -55,7 +56,7 @@ class EvalPlan:
     decoder: DecoderInfo | None = None
     decoder_options: Options | None = None
     decoding_fields: list[str] | None = None
-    training: dict[str, Any] | None = None
+    training: TrainingLink | dict[str, Any] | None = None
     run_dir: Path | None = None
     """Set by :func:`run_eval` once the directory exists (so an interrupted caller can name it)."""
 
@@ -77,7 +78,9 @@ class EvalPlan:
 
     def model_info(self) -> ModelInfo:
         info = self.engine.model_info()
-        return info.model_copy(update={"training": self.training}) if self.training is not None else info
+        if self.training is None:
+            return info
+        return info.model_copy(update={"training": TrainingLink.model_validate(self.training)})
 
 
 @dataclass
@@ -155,7 +158,7 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
         finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name, benchmarks=benchmarks,
         model=model, backend=engine, decoder=decoder, engine_identity=plan.engine_identity(),
         decoding_fields=plan.decoding_fields, decoding=plan.decoding, metrics=metrics, counts=counts,
-        isolation=isolation, flags=plan.flags, timing=timing, environment=environment_info(), command=plan.command,
+        isolation=isolation, flags=plan.flags, timing=timing, environment=environment(), command=plan.command,
     )
 
 

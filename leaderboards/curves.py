@@ -13,18 +13,20 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from dare.harness.records import TrainingLink
+
 log = logging.getLogger(__name__)
 
 SERIES = (("reward", "#d9480f"), ("accuracy", "#1c7ed6"))
 MAX_POINTS = 400
 
 
-def load_curve(training: dict[str, Any] | None, run_dir: Path) -> list[dict[str, float]]:
+def load_curve(training: TrainingLink | None, run_dir: Path) -> list[dict[str, float]]:
     """The curve rows sorted by step; rows without a numeric step are dropped."""
     if not training:
         return []
-    rows: list[Any] = training.get("curve") or []
-    metrics_path = training.get("metrics_path")
+    rows: list[Any] = [point.model_dump() for point in training.curve or []]
+    metrics_path = training.metrics_path
     if not rows and metrics_path:
         path = (run_dir / metrics_path).resolve()
         if not path.is_relative_to(run_dir.resolve()):

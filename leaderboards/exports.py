@@ -29,8 +29,8 @@ def cell_json(cell: Cell, shard: str | None) -> dict[str, Any]:
         "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12], "prompt": info.prompt_template_hash,
         "bs": cell.run.record.decoding.batch_size,
         "verifier": f"{info.verifier} v{info.verifier_version}", "created": cell.run.record.created_at,
-        "commit": str(cell.run.record.environment.get("git_commit") or "?")[:12]
-        + (" (dirty)" if cell.run.record.environment.get("git_dirty") else ""),
+        "commit": str(cell.run.record.environment.git_commit or "?")[:12]
+        + (" (dirty)" if cell.run.record.environment.git_dirty else ""),
         "flags": cell.flags, "samples": shard is not None, "others": cell.other_runs,
         "more": {metric: list(values) for metric, values in cell.more.items()},
     }

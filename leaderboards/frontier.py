@@ -86,11 +86,11 @@ def group_key(record: RunRecord) -> str:
                   for name, info in sorted(record.benchmarks.items())}
     decoding = record.decoding.model_dump(exclude=set(STRATEGY_FIELDS))
     identity = record.engine_identity or {}
-    machine = {k: record.environment.get(k) for k in MACHINE_FIELDS} | \
+    machine = {k: getattr(record.environment, k) for k in MACHINE_FIELDS} | \
         {"device": identity.get("device"), "dtype": identity.get("dtype")}
-    training = record.model.training or {}
+    training = record.model.training
     return canonical_json([record.suite, record.model.name, record.model.fingerprint, training_run(training),
-                           training.get("step"), benchmarks, decoding, machine])
+                           training.step if training else None, benchmarks, decoding, machine])
 
 
 def strategy_key(record: RunRecord) -> str:
@@ -171,7 +171,7 @@ def _point(run: LoadedRun, nfe_sums: NfeSums) -> Point:
     ci = (values[0].ci[0], values[0].ci[1]) if len(values) == 1 else \
         (max(0.0, accuracy - Z95 * se), min(1.0, accuracy + Z95 * se))
     generated = sum(c.get("generated", 0) for c in record.counts.values())
-    seconds = sum(float(record.timing.get(f"{bench}.generate_s") or 0.0) for bench in record.benchmarks)
+    seconds = sum(record.timing.benchmark(bench).generate_s or 0.0 for bench in record.benchmarks)
     canvas = record.decoding.gen_length
     speed = generated * canvas / seconds if generated and seconds > 0 else None
     sums = nfe_sums(run)
@@ -231,9 +231,9 @@ def _shared(record: RunRecord) -> dict[str, Any]:
     decoding = record.decoding
     env = record.environment
     machine = ", ".join(str(v) for v in (
-        env.get("gpu") or env.get("cpu"), f"{env['cpu_count']} cores" if env.get("cpu_count") else None,
-        f"{env['torch_threads']} torch thread(s)" if env.get("torch_threads") else None,
-        env.get("cpu_capability")) if v)
+        env.gpu or env.cpu, f"{env.cpu_count} cores" if env.cpu_count else None,
+        f"{env.torch_threads} torch thread(s)" if env.torch_threads else None,
+        env.cpu_capability) if v)
     return {"model": record.model.name, "fingerprint": record.model.fingerprint, "suite": record.suite,
             "benchmarks": {b: i.n_used for b, i in sorted(record.benchmarks.items())},
             "gen_length": decoding.gen_length, "block_length": decoding.block_length,

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from dare.harness.records import canonical_json
+from dare.harness.records import TrainingLink, canonical_json
 
 from .comparability import column_flags
 from .loading import LoadedRun, slug
@@ -31,11 +31,10 @@ Z95 = 1.959963984540054
 METRIC_RANGE = (0.0, 1.0)
 
 
-def training_run(training: dict[str, Any] | None) -> str | None:
+def training_run(training: TrainingLink | None) -> str | None:
     """The training run a trained checkpoint came from: dare-train writes ``run`` (trainers/evaluate.py);
     ``run_id`` is read too, for records written by other tools."""
-    training = training or {}
-    return training.get("run") or training.get("run_id")
+    return training.run_name() if training else None
 
 
 def primary_metric(names: list[str]) -> str:
@@ -81,7 +80,7 @@ class Row:
         return self.first.record.model.name
 
     @property
-    def training(self) -> dict[str, Any] | None:
+    def training(self) -> TrainingLink | None:
         return self.first.record.model.training
 
     @property
@@ -92,7 +91,7 @@ class Row:
 
     def summary(self) -> dict[str, Any]:
         record = self.first.record
-        training = self.training or {}
+        training = self.training or TrainingLink()
         decoding = record.decoding
         return {
             "id": self.id,
@@ -100,10 +99,10 @@ class Row:
             "group": self.group,
             "family": record.model.architecture or record.model.name.split("-")[0],
             "fingerprint": record.model.fingerprint,
-            "algorithm": training.get("algorithm") or "base",
+            "algorithm": training.algorithm or "base",
             "training_run": training_run(training),
-            "training_step": training.get("step"),
-            "base_model": training.get("base_model"),
+            "training_step": training.step,
+            "base_model": training.base_model,
             "base_row": self.base_row,
             "backend": f"{record.backend.name} {record.backend.version}",
             "backend_name": record.backend.name,
@@ -111,8 +110,8 @@ class Row:
             "decoding": (f"steps {decoding.steps} · len {decoding.gen_length} · block {decoding.block_length} · "
                          f"{decoding.remasking} · T {decoding.temperature:g}"
                          + (f" · k {decoding.num_samples}" if decoding.num_samples > 1 else "")),
-            "git_commit": record.environment.get("git_commit"),
-            "git_dirty": bool(record.environment.get("git_dirty")),
+            "git_commit": record.environment.git_commit,
+            "git_dirty": bool(record.environment.git_dirty),
         }
 
 
@@ -128,9 +127,9 @@ class SuiteTable:
 
 def row_id(run: LoadedRun) -> str:
     record = run.record
-    training = record.model.training or {}
+    training = record.model.training
     identity = [record.suite, record.model.name, record.model.fingerprint, record.decoding.config_hash(),
-                training_run(training), training.get("step")]
+                training_run(training), training.step if training else None]
     if record.engine_identity:  # bf16 and fp32 runs of one model are two rows (older records keep their ids)
         identity.append(record.engine_identity)
     return f"{slug(record.model.name, 24)}-{hashlib.sha256(canonical_json(identity).encode()).hexdigest()[:10]}"
@@ -232,7 +231,7 @@ def _link_base_models(rows: list[Row]) -> None:
         if not row.training:
             untrained[row.model].append(row)
     for row in rows:
-        base = (row.training or {}).get("base_model")
+        base = row.training.base_model if row.training else None
         if not base or base not in untrained:
             continue
         decoding = row.first.record.decoding.config_hash()

@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from dare.harness.plan import evaluate, plan
+from dare.harness.records import CurvePoint, TrainingLink
 
 log = logging.getLogger(__name__)
 EVAL_MARKER = "eval_run.txt"
 
 
-def curve(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def curve(rows: list[dict[str, Any]]) -> list[CurvePoint]:
     """{step, reward, accuracy, loss} per logged step (supervised and preference rows have no rewards)."""
     keys = ("reward", "accuracy", "loss")
-    return [{"step": r["step"], **{k: r[k] for k in keys if k in r}} for r in rows]
+    return [CurvePoint(step=r["step"], **{k: r[k] for k in keys if k in r}) for r in rows]
 
 
 def evaluate_model(name: str, spec, path: Path, config, decoding, out_dir: Path, limit: int | None,
-                   command: list[str], training: dict[str, Any] | None = None, device: str | None = None,
+                   command: list[str], training: TrainingLink | None = None, device: str | None = None,
                    progress=None) -> Path:
     """Evaluate the checkpoint at ``path`` (records name it ``name``) on ``config.suite`` with ``decoding``
     through ``config.engine``; ``training`` links the record to the run that produced it. Returns the run dir."""
@@ -43,12 +44,12 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
     ``decoding``); returns the run dir."""
     cfg = trainer.config
     step = int(checkpoint.name.split("-")[1])
-    training = {
-        "run": trainer.run_dir.name, "run_dir": str(trainer.run_dir), "algorithm": trainer.algorithm.name,
-        "algorithm_config": trainer.algorithm.config.model_dump(mode="json"), "base_model": trainer.model_name,
-        "base_model_path": str(trainer.base_path), "step": step, "checkpoint": str(checkpoint),
-        "config": cfg.model_dump(mode="json"), "curve": curve(trainer.metrics.rows()),
-    }
+    training = TrainingLink(
+        run=trainer.run_dir.name, run_dir=str(trainer.run_dir), algorithm=trainer.algorithm.name,
+        algorithm_config=trainer.algorithm.config.model_dump(mode="json"), base_model=trainer.model_name,
+        base_model_path=str(trainer.base_path), step=step, checkpoint=str(checkpoint),
+        config=cfg.model_dump(mode="json"), curve=curve(trainer.metrics.rows()),
+    )
     name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
     return evaluate_model(name, trainer.spec, checkpoint, cfg, decoding or trainer.decoding, out_dir, limit, command,
                           training, device=str(trainer.policy.device), progress=progress)

@@ -100,7 +100,7 @@ def write_run(root: Path, spec: RunSpec) -> Path:
         model=ModelInfo(name=spec.model, path=f"/models/{spec.model}", architecture=spec.architecture,
                         fingerprint=sha(spec.model), training=_training(spec, run_dir)),
         backend=ComponentInfo(name=spec.backend, version="0.1"), decoding=spec.decoding, metrics=metrics,
-        counts=counts, timing={"wall_seconds": 12.5},
+        counts=counts, timing={"total_s": 12.5},
         environment={"python": "3.11.2", "torch": "2.13.0", "platform": "linux", "dare_version": "0.1.0",
                      "git_commit": "17e0fef", "git_dirty": False},
         command=["dare-eval", "--model", spec.model, "--suite", spec.suite])

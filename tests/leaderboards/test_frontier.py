@@ -60,7 +60,7 @@ def test_group_key_splits_on_data_machine_and_batch_but_not_on_the_strategy(tmp_
     assert group_key(strategy) == key
     data = record.model_copy(update={"benchmarks": {
         "sudoku": record.benchmarks["sudoku"].model_copy(update={"data_sha256": "e" * 64})}})
-    machine = record.model_copy(update={"environment": {**record.environment, "cpu": "Other CPU"}})
+    machine = record.model_copy(update={"environment": record.environment.model_copy(update={"cpu": "Other CPU"})})
     batch = record.model_copy(update={"decoding": record.decoding.model_copy(update={"batch_size": 1})})
     canvas = record.model_copy(update={"decoding": record.decoding.model_copy(update={"gen_length": 128})})
     assert len({key, group_key(data), group_key(machine), group_key(batch), group_key(canvas)}) == 5
