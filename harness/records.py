@@ -107,7 +107,8 @@ class DecodingConfig(Record):
     stop_at_eos: bool = Field(True, description="truncate the text at the first EOS token")
     num_samples: int = Field(1, ge=1, description="k generations per sample (pass@k)")
     seed: int = Field(0, description="base seed; each (sample, index) derives its own")
-    cache: Literal["none", "prefix", "dual", "dkv"] = "none"
+    cache: str = Field("none", min_length=1, description="KV cache of the cached engine: none or a name in "
+                       "registry.caches (prefix, dual, dkv, plugins); the engine refuses a name it does not have")
     batch_size: int = Field(1, ge=1, description="execution only: not part of config_hash")
     extra: JsonDict = Field(default_factory=dict, description="engine-specific options, namespaced by engine; open: "
                             "each decoder's Options class types its own, and the dict is hashed as given")

@@ -52,6 +52,7 @@ class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: dict[str, T | str] = {}
+        self._declared: dict[str, T] = {}  # what each module import registered: survives snapshot()/restore()
 
     def register(self, name: str, obj: T | str | None = None, *, aliases: tuple[str, ...] = ()):
         """Register ``obj`` (or a lazy ``"module:attr"`` string) under ``name``; usable as a decorator."""
@@ -63,6 +64,8 @@ class Registry(Generic[T]):
                 if current is not None and current is not target and not declared and not _same(current, target):
                     raise RegistryError(f"{self.kind} {key!r} is already registered to {_describe(current)}")
                 self._entries[key] = target
+                if declared:
+                    self._declared[key] = target
             return target
 
         return add if obj is None else add(obj)
@@ -77,7 +80,7 @@ class Registry(Generic[T]):
         entry = self._entries[name]
         if isinstance(entry, str) and ":" not in entry:  # the module registers the entry when imported
             _import(entry, self.kind, name)
-            entry = self._entries[name]
+            entry = self._entries[name] = self._declared.get(name, self._entries[name])  # imported before: kept
             if isinstance(entry, str):
                 raise RegistryError(f"{self.kind} {name!r}: importing {entry} did not register it")
         if isinstance(entry, str):

@@ -1,0 +1,93 @@
+"""The worked examples of docs/ARCHITECTURE.md: a commit rule and a KV cache, each added by one declaration in a
+plugin module (tests/backends/toy_strategies.py), run end to end through the resolver, the engines and the record."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import pytest
+
+import dare
+from dare.harness.cli import list_everything
+from dare.harness.errors import ConfigError
+from dare.harness.registry import caches, decoders, load_plugins
+
+PUZZLES = ["3102200002100320", "0230100000320401", "1004030000102003"]
+
+
+@pytest.fixture
+def toy():
+    """Import the plugin module (its import registers both), and put the registries back afterwards."""
+    load_plugins()  # the built-in entries first: the snapshot must hold them
+    saved = decoders.snapshot(), caches.snapshot()
+    sys.modules.pop("tests.backends.toy_strategies", None)
+    yield importlib.import_module("tests.backends.toy_strategies")
+    decoders.restore(saved[0])
+    caches.restore(saved[1])
+
+
+def _run(tmp_path, engine="torch", *sets):
+    plan = dare.plan(model="tiny-llada", suite="sudoku", engine=engine, limit=3, out=tmp_path / "runs",
+                     overrides=["engine.threads=1", *sets])
+    record = dare.evaluate(plan)
+    rows = [json.loads(line) for line in (plan.run_dir / "samples.jsonl").read_text().splitlines()]
+    return record, [(r["completion"], r["nfe"]) for r in rows]
+
+
+def _tokens(tmp_path, *sets):
+    """Token ids and commit steps of three prompts decoded by the plan's engine, trajectories on."""
+    from dare.harness.engine import GenerationRequest
+    from dare.harness.records import Message
+
+    plan = dare.plan(model="tiny-llada", suite="sudoku", limit=1, out=tmp_path / "runs",
+                     overrides=["engine.threads=1", "engine.record_trajectory=true", *sets])
+    requests = [GenerationRequest(f"s{i}", 0, (Message(role="user", content=f"Solve: {p}"),), seed=i)
+                for i, p in enumerate(PUZZLES)]
+    return plan.decoding.block_length, plan.engine.generate(requests, plan.decoding)
+
+
+def test_a_commit_rule_from_a_plugin_module_is_declared_everywhere(toy, tmp_path):
+    spec = decoders.get("mdm:left_bias")
+    assert spec.rule is toy.left_bias and spec.Options is toy.LeftBiasOptions and spec.cacheable
+    assert "mdm:left_bias" in list_everything()
+    plan = dare.plan(model="tiny-llada", suite="sudoku", limit=1, out=tmp_path,
+                     overrides=['remasking=left_bias', 'extra={"left_bias": 2.5}'])
+    assert plan.decoder.name == "mdm:left_bias" and plan.decoder_options.left_bias == 2.5
+    assert "left_bias" in dare.describe(plan)
+    with pytest.raises(ConfigError, match="extra.left_bais: unknown option; did you mean 'left_bias'"):
+        dare.plan(model="tiny-llada", suite="sudoku", limit=1, out=tmp_path,
+                  overrides=['remasking=left_bias', 'extra={"left_bais": 1}'])
+    with pytest.raises(ConfigError, match="threshold=0.9 is not read by decoder mdm:left_bias"):
+        dare.plan(model="tiny-llada", suite="sudoku", limit=1, out=tmp_path, overrides=["remasking=left_bias",
+                                                                                       "threshold=0.9"])
+
+
+def test_a_commit_rule_from_a_plugin_module_runs_end_to_end(toy, tmp_path):
+    record, plain = _run(tmp_path, "torch", "remasking=left_bias")
+    assert record.decoder.name == "mdm:left_bias" and record.decoder.options["left_bias"] == 0.0
+    _, reference = _run(tmp_path, "torch", "remasking=low_confidence")
+    assert plain == reference  # no bias: low confidence's order
+    k, generations = _tokens(tmp_path, "remasking=left_bias", 'extra={"left_bias": 100}')
+    for gen in generations:  # one token per step: a large bias decodes each block left to right
+        steps = gen.trajectory.commit_step
+        assert all(steps[i] < steps[i + 1] for i in range(len(steps) - 1) if (i + 1) % k), steps
+    _, reference = _tokens(tmp_path, "remasking=low_confidence")
+    assert any(g.trajectory.commit_step != sorted(g.trajectory.commit_step) for g in reference)  # not already so
+
+
+def test_a_kv_cache_from_a_plugin_module_runs_under_every_cacheable_rule(toy, tmp_path):
+    assert "stale_prefix" in caches and "stale_prefix" in list_everything()
+    _, uncached = _run(tmp_path, "fastdllm", "cache=none")
+    record, exact = _run(tmp_path, "fastdllm", "cache=stale_prefix")
+    assert exact == uncached  # a full pass every step
+    assert record.decoder.options["stale_refresh"] == 1 and "cache" in record.decoding_fields
+    _, stale = _run(tmp_path, "fastdllm", "cache=stale_prefix", 'extra={"stale_refresh": 1000}')
+    _, prefix = _run(tmp_path, "fastdllm", "cache=prefix")
+    assert stale == prefix  # refreshed at block starts only: Fast-dLLM's prefix cache
+    _, both = _run(tmp_path, "fastdllm", "cache=stale_prefix", "remasking=left_bias")
+    assert both == exact  # the plugin rule under the plugin cache (bias 0, exact cache: low confidence)
+    with pytest.raises(ConfigError, match="cfg_scale=1.0 is not read"):
+        dare.plan(model="tiny-llada", suite="sudoku", engine="fastdllm", limit=1, out=tmp_path,
+                  overrides=["cache=stale_prefix", "cfg_scale=1.0"])
