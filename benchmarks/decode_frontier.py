@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from dare.harness.plan import evaluate, plan
+from dare.harness.plan import EvalRequest, evaluate, plan
 from dare.harness.registry import caches, decoders, load_plugins
 
 #: Besides every cache of ``registry.caches`` at its defaults (``fastdllm:<cache>``), these settings of one.
@@ -61,8 +61,8 @@ def run_one(model: str, suite: str, engine: str, sets: list[str], args, out: str
               f"batch_size={args.batch}"]
     # a fresh generation cache per run: every strategy is timed generating, never replayed from a cache
     with tempfile.TemporaryDirectory(prefix="frontier-cache-") as cache:
-        p = plan(model, suite, engine=engine, overrides=[*common, *sets], limit=args.limit, out=out or args.out,
-                 cache_dir=cache)
+        p = plan(EvalRequest(model=model, suite=suite, engine=engine, overrides=(*common, *sets), limit=args.limit,
+                             out=out or args.out, cache_dir=cache))
         record = evaluate(p)
     run = json.loads((p.run_dir / "run.json").read_text())
     rows = [json.loads(line) for line in (p.run_dir / "samples.jsonl").read_text().splitlines() if line.strip()]

@@ -16,7 +16,7 @@ from typing import Any
 from . import config as cfg
 from .cliutil import Parser, add_set_argument, progress_bars, run_cli
 from .dryrun import describe, rule_lines
-from .plan import evaluate, plan
+from .plan import EvalRequest, evaluate, plan
 from .resolve import layered
 from .registry import caches, decoders, engines, load_plugins, metrics
 from .runner import EvalPlan
@@ -113,12 +113,18 @@ def _id_format(data_file: str) -> str:
         return "unreadable"
 
 
+def make_request(args: argparse.Namespace, argv: list[str]) -> EvalRequest:
+    """The flags as one :class:`~dare.harness.plan.EvalRequest` (what every caller hands ``dare.plan``)."""
+    return EvalRequest(model=args.model, suite=args.suite, engine=args.backend, overrides=args.overrides,
+                       model_path=args.model_path, completions=args.completions, limit=args.limit, seed=args.seed,
+                       device=args.device, out=args.out, cache_dir=args.cache_dir, workers=args.workers,
+                       unsafe_local_exec=args.unsafe_local_exec, command=[PROG, *argv],
+                       progress=progress_bars(not args.no_progress and not args.dry_run))
+
+
 def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:
-    """The flags as one :func:`dare.harness.plan.plan` call (the library entry point every caller uses)."""
-    return plan(args.model, args.suite, args.backend, args.overrides, model_path=args.model_path,
-                completions=args.completions, limit=args.limit, seed=args.seed, device=args.device, out=args.out,
-                cache_dir=args.cache_dir, workers=args.workers, unsafe_local_exec=args.unsafe_local_exec,
-                command=[PROG, *argv], progress=progress_bars(not args.no_progress and not args.dry_run))
+    """The flags resolved by :func:`dare.harness.plan.plan` (the library entry point every caller uses)."""
+    return plan(make_request(args, argv))
 
 
 def summary(run_dir: Path) -> str:

@@ -51,6 +51,13 @@ class SandboxError(DareError):
     """Code execution cannot run safely here (no isolation available without the explicit opt-out)."""
 
 
+class EngineError(DareError):
+    """An engine (or the framework it runs through, e.g. OpenCompass) failed or broke the Engine contract
+    (a wrong number of generations, no results); the message names the engine and where to look."""
+
+    exit_code = 1
+
+
 class InfrastructureError(Exception):
     """Something outside the model's control failed (verifier crash, sandbox start-up, timeout of the grader).
 

@@ -66,7 +66,8 @@ class Capabilities:
     decoding_defaults: its ``decoding_defaults()`` returns fields to apply under the user's settings;
     records_trajectory: can return the per-token commit steps (CJ-GRPO, MDPO, TraceRL);
     in_process_model: holds a live torch model (trainers roll out and update it);
-    own_loop: runs the whole plan itself (``run_eval(plan) -> Path``) and writes the same record;
+    own_steps: brings its own generate and verify steps (``run_steps(plan) -> runner.RunSteps``, e.g.
+    OpenCompass's inference and evaluation tasks); the runner keeps the lock, the caches, resume and the record;
     declares_decoding: not an :class:`~dare.harness.engine.EngineBase`, yet answers ``decoder()`` and
     ``token_identity()`` (an engine that wraps another, e.g. opencompass over torch or replay).
     """
@@ -76,7 +77,7 @@ class Capabilities:
     decoding_defaults: bool = False
     records_trajectory: bool = False
     in_process_model: bool = False
-    own_loop: bool = False
+    own_steps: bool = False
     declares_decoding: bool = False
 
 

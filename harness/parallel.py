@@ -14,6 +14,7 @@ Ray is imported lazily; without it ``--workers N > 1`` fails with an install hin
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from typing import Any
@@ -33,12 +34,23 @@ class WorkerDiedError(DareError):
     exit_code = 1
 
 
+NEEDS_RAY = "--workers N > 1 needs Ray; install the rl extra (pip install 'dare-dllm[rl]') or run with --workers 1"
+
+
+def check_workers(workers: int) -> None:
+    """What ``dare.plan`` checks of ``--workers`` without starting anything: a count of at least 1 and,
+    above 1, Ray installed."""
+    if workers < 1:
+        raise InputError(f"--workers must be at least 1, got {workers}")
+    if workers > 1 and importlib.util.find_spec("ray") is None:
+        raise InputError(NEEDS_RAY)
+
+
 def _ray():
     try:
         import ray
     except ImportError as exc:
-        raise InputError("--workers N > 1 needs Ray; install the rl extra (pip install 'dare-dllm[rl]') "
-                         "or run with --workers 1") from exc
+        raise InputError(NEEDS_RAY) from exc
     return ray
 
 
@@ -69,8 +81,7 @@ class ParallelEngine(EngineBase):
     and decoder declarations of the replica)."""
 
     def __init__(self, engine_name: str, ctx: EngineContext, workers: int):
-        if workers < 1:
-            raise InputError(f"--workers must be at least 1, got {workers}")
+        check_workers(workers)
         ray = _ray()
         engine_cls = engines.get(engine_name)
         super().__init__(ctx)

@@ -1,20 +1,23 @@
-"""The one entry point: ``dare.plan(...)`` resolves everything an evaluation needs, ``dare.evaluate(plan)`` runs it.
+"""The one entry point: ``dare.plan(request)`` resolves everything an evaluation needs, ``dare.evaluate(plan)`` runs it.
 
     import dare
     p = dare.plan(model="tiny-sdar", suite="sudoku", overrides=["engine.dtype=bfloat16"], limit=5)
+    # the same: dare.plan(dare.EvalRequest(model="tiny-sdar", suite="sudoku", ...))
     print(dare.describe(p))                  # what --dry-run prints: nothing is generated
     record = dare.evaluate(p)                # -> RunRecord (run.json); p.run_dir is the run directory
 
-dare-eval, dare-train's automatic evaluation, ``--compare``, the OpenCompass bridge and ``--workers`` all
-come through here, and the decoding through the one resolver (:func:`dare.harness.resolve.resolve_decoding`: the
-model's settings for the suite, then the engine's defaults, then the caller's, checked against the decoder
-the engine declares), so two configs share a hash exactly when the decoder sees the same settings. The engine's and every verifier's options are typed (unknown keys refused
-with a did-you-mean) and recorded.
+dare-eval, dare-train's automatic evaluation, ``--compare``, the OpenCompass engine and ``--workers`` all
+come through here with an :class:`EvalRequest`, and the decoding through the one resolver
+(:func:`dare.harness.resolve.resolve_decoding`: the model's settings for the suite, then the engine's
+defaults, then the caller's, checked against the decoder the engine declares), so two configs share a hash
+exactly when the decoder sees the same settings. The engine's and every verifier's options are typed
+(unknown keys refused with a did-you-mean) and recorded. Planning has no side effects: it writes nothing,
+loads no weights and starts no worker; :func:`evaluate` does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,8 @@ from .engine import EngineBase, EngineContext
 from .errors import ConfigError, InputError
 from .models import ResolvedModel, resolve
 from .options import capabilities, parse_options
-from .records import DecodingConfig, RunRecord
+from .parallel import check_workers
+from .records import DecodingConfig, RunRecord, TrainingLink
 from .resolve import resolve_decoding
 from .registry import did_you_mean, engines
 from .runner import EvalPlan, run_eval
@@ -61,78 +65,137 @@ def _verifier_options(suite: cfg.SuiteSpec, given: dict[str, Any], flags: dict[s
     return out
 
 
-def plan(model: str | None = None, suite: str | None = None, engine: str = "torch",
-         overrides: Sequence[str] | None = None, *, model_path: str | Path | None = None,
-         spec: cfg.ModelSpec | None = None, label: str | None = None, completions: str | Path | None = None, limit: int | None = None,
-         seed: int | None = None, device: str | None = None, out: str | Path = "runs",
-         cache_dir: str | Path | None = None, workers: int = 1, unsafe_local_exec: bool = False,
-         decoding: dict[str, Any] | DecodingConfig | None = None, engine_options: dict[str, Any] | None = None,
-         verifier_options: dict[str, Any] | None = None, training: dict[str, Any] | None = None,
-         command: Sequence[str] = (), progress=None) -> EvalPlan:
+@dataclass(frozen=True)
+class EvalRequest:
+    """What a caller asks :func:`plan` to resolve: the flags of dare-eval, as one typed value."""
+
+    model: str | None = None
+    """Model config name or alias (a free label for engines without a checkpoint, e.g. replay)."""
+    suite: str | None = None
+    """Suite name (or a single benchmark's), from configs/suites."""
+    engine: str = "torch"
+    """Engine registry name (``--backend``)."""
+    overrides: tuple[str, ...] = ()
+    """``KEY=VALUE`` settings as for ``--set`` (decoding fields, ``engine.X``, ``verifier.X``); they win over the dicts below."""
+    model_path: str | Path | None = None
+    """A checkpoint directory (with ``spec``: a trained checkpoint evaluated under a known model's settings)."""
+    spec: cfg.ModelSpec | None = None
+    """The model config whose settings apply to ``model_path`` (the record names the model ``label``)."""
+    label: str | None = None
+    """The model's name in records when ``model_path`` and ``spec`` are given."""
+    completions: str | Path | None = None
+    """A completions file for engines that read one (replay, opencompass over replay)."""
+    limit: int | None = None
+    """The first N samples of each benchmark (None: all)."""
+    seed: int | None = None
+    """Decoding seed (set explicitly, like ``--set seed=N``)."""
+    device: str | None = None
+    """Device for the engine (``cpu``, ``cuda``, ``cuda:1``; None: the engine's choice)."""
+    out: str | Path = "runs"
+    """The directory that receives run directories."""
+    cache_dir: str | Path | None = None
+    """Generation and verdict caches (None: ``<out>/.cache``)."""
+    workers: int = 1
+    """Engine replicas; more than one run as Ray actors, started by :func:`evaluate`."""
+    unsafe_local_exec: bool = False
+    """Let code verifiers run candidates without isolation (recorded as a flag)."""
+    decoding: dict[str, Any] | DecodingConfig | None = None
+    """Decoding fields (a dict), or a complete DecodingConfig to start from instead of the model's settings."""
+    engine_options: dict[str, Any] | None = None
+    """``engine.X`` settings as a dict."""
+    verifier_options: dict[str, Any] | None = None
+    """``verifier.X`` settings as a dict."""
+    training: TrainingLink | dict[str, Any] | None = None
+    """The training run that produced ``model_path`` (recorded under ``model.training``)."""
+    command: tuple[str, ...] = ()
+    """The command line recorded in run.json."""
+    progress: Any = None
+    """``(description, total) -> bar`` with ``update(n)`` and ``close()``; None: no progress bars."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "overrides", tuple(self.overrides or ()))
+        object.__setattr__(self, "command", tuple(self.command or ()))
+
+
+def plan(request: EvalRequest | None = None, /, **keywords: Any) -> EvalPlan:
     """Resolve and validate an evaluation without generating anything (see the module doc).
 
-    ``overrides`` are ``KEY=VALUE`` strings as for ``--set``; ``decoding``, ``engine_options`` and
-    ``verifier_options`` the same settings as dicts (``overrides`` win). ``spec`` with ``model_path``
-    evaluates a checkpoint under the settings of a known model while recording it as ``model`` (a trained
-    checkpoint); ``training`` links the record to the run that produced it.
+    Takes an :class:`EvalRequest`, or its fields as keywords (``dare.plan(model=..., suite=...)``). No side
+    effects: nothing is written, no weights are loaded, no worker starts (``workers`` > 1 start in
+    :func:`evaluate`). ``overrides`` win over the ``decoding``, ``engine_options`` and ``verifier_options``
+    dicts. ``spec`` with ``model_path`` evaluates a checkpoint under the settings of a known model while
+    recording it as ``label`` (a trained checkpoint); ``training`` links the record to the run that produced it.
     """
-    if not suite:
+    if request is None:
+        request = EvalRequest(**keywords)
+    elif keywords or not isinstance(request, EvalRequest):
+        raise TypeError("plan() takes an EvalRequest or keyword arguments, not both")
+    return _resolve(request)
+
+
+def _resolve(r: EvalRequest) -> EvalPlan:
+    if not r.suite:
         raise InputError("no suite given; pass --suite NAME (see dare-eval --list)")
-    if limit is not None and limit < 1:
-        raise InputError(f"--limit must be at least 1, got {limit}")
-    suite_spec = cfg.suite(suite)
-    check_device(device)
-    if model_path and not Path(model_path).expanduser().is_dir():
-        resolve(model, str(model_path))  # a bad path is reported before any engine is imported
-    engine_cls = engines.get(engine)
+    if r.limit is not None and r.limit < 1:
+        raise InputError(f"--limit must be at least 1, got {r.limit}")
+    if r.workers != 1:
+        check_workers(r.workers)  # Ray's presence; it starts in evaluate()
+    suite_spec = cfg.suite(r.suite)
+    check_device(r.device)
+    if r.model_path and not Path(r.model_path).expanduser().is_dir():
+        resolve(r.model, str(r.model_path))  # a bad path is reported before any engine is imported
+    engine_cls = engines.get(r.engine)
     caps = capabilities(engine_cls)
-    sets = overrides_lib.parse(list(overrides or []))
-    given = dict(decoding) if isinstance(decoding, dict) else {}
-    explicit = set(given) | set(sets.decoding) | ({"seed"} if seed is not None else set())
+    sets = overrides_lib.parse(list(r.overrides))
+    given = dict(r.decoding) if isinstance(r.decoding, dict) else {}
+    explicit = set(given) | set(sets.decoding) | ({"seed"} if r.seed is not None else set())
     given.update(sets.decoding)
-    if seed is not None:
-        given["seed"] = seed
-    if completions and not caps.reads_completions:
-        raise InputError(f"--completions is only read by --backend replay (or opencompass), not {engine!r}")
-    if model_path is not None and (spec is not None or label is not None):
-        resolved = ResolvedModel(label or model or spec.name, spec, Path(model_path))
+    if r.seed is not None:
+        given["seed"] = r.seed
+    if r.completions and not caps.reads_completions:
+        raise InputError(f"--completions is only read by --backend replay (or opencompass), not {r.engine!r}")
+    if r.model_path is not None and (r.spec is not None or r.label is not None):
+        resolved = ResolvedModel(r.label or r.model or r.spec.name, r.spec, Path(r.model_path))
     else:
-        label = model
-        if not caps.needs_checkpoint and not label and not model_path:
-            label = f"{engine}:{Path(completions).stem}" if completions else engine
-        resolved = resolve(label, str(model_path) if model_path else None, caps.needs_checkpoint)
-    options = _options(engine_cls, {**(engine_options or {}), **sets.engine})
-    given_verifier = {**(verifier_options or {}), **sets.verifier}
-    flags = [f"limit={limit}"] if limit is not None else []
-    if unsafe_local_exec:
+        label = r.model
+        if not caps.needs_checkpoint and not label and not r.model_path:
+            label = f"{r.engine}:{Path(r.completions).stem}" if r.completions else r.engine
+        resolved = resolve(label, str(r.model_path) if r.model_path else None, caps.needs_checkpoint)
+    options = _options(engine_cls, {**(r.engine_options or {}), **sets.engine})
+    given_verifier = {**(r.verifier_options or {}), **sets.verifier}
+    flags = [f"limit={r.limit}"] if r.limit is not None else []
+    if r.unsafe_local_exec:
         flags.append("unsafe-local-exec")
-    verifier_opts = _verifier_options(suite_spec, given_verifier, {"unsafe_local_exec": True} if unsafe_local_exec else {})
-    out = Path(out)
+    verifier_opts = _verifier_options(suite_spec, given_verifier, {"unsafe_local_exec": True} if r.unsafe_local_exec else {})
+    out = Path(r.out)
     check_writable(out)
     sample_ids = frozenset(str(row["id"]) for b in suite_spec.benchmarks for row in load_rows(cfg.benchmark(b).data))
     ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
-                        completions=Path(completions) if completions else None, device=device,
+                        completions=Path(r.completions) if r.completions else None, device=r.device,
                         options=options, sample_ids=sample_ids)
-    if workers != 1:
-        from .parallel import ParallelEngine  # Ray only when asked for
-
-        built = ParallelEngine(engine, ctx, workers)
-    else:
-        built = engine_cls(ctx)  # cheap: engines load weights lazily, in prepare(), after these checks
-    base = decoding if isinstance(decoding, DecodingConfig) else None
+    # cheap: engines load weights lazily, in prepare(), after these checks. With workers the replicas are
+    # built from the same context in evaluate(); this instance answers the decoder they declare.
+    built = engine_cls(ctx)
+    base = r.decoding if isinstance(r.decoding, DecodingConfig) else None
     run = resolve_decoding(built, resolved.spec, suite_spec.name, given, explicit=explicit, base=base)
     return EvalPlan(
         suite=suite_spec, decoding=run.config, engine=built, model_name=resolved.name, out_dir=out,
-        cache_dir=Path(cache_dir) if cache_dir else out / ".cache", limit=limit, verifier_options=verifier_opts,
-        flags=flags, command=list(command), progress=progress, decoder=run.decoder, decoder_options=run.options,
-        decoding_fields=run.fields, training=training,
+        cache_dir=Path(r.cache_dir) if r.cache_dir else out / ".cache", limit=r.limit, verifier_options=verifier_opts,
+        flags=flags, command=list(r.command), progress=r.progress, decoder=run.decoder, decoder_options=run.options,
+        decoding_fields=run.fields, training=r.training, workers=r.workers, engine_name=r.engine, engine_context=ctx,
     )
 
 
 def evaluate(plan: EvalPlan) -> RunRecord:
     """Run ``plan`` (generations cache-first, verdicts, metrics) and return its record; ``plan.run_dir``
-    names the run directory. Engines that run the whole plan themselves (``capabilities.own_loop``:
-    OpenCompass) write the same record."""
-    run_dir = plan.engine.run_eval(plan) if capabilities(plan.engine).own_loop else run_eval(plan)
-    plan.run_dir = run_dir
+    names the run directory. With ``plan.workers`` > 1 the engine replicas start here (Ray actors)."""
+    running = plan
+    if plan.workers != 1:
+        from .parallel import ParallelEngine  # Ray only when asked for
+
+        running = replace(plan, engine=ParallelEngine(plan.engine_name, plan.engine_context, plan.workers))
+    try:
+        run_dir = run_eval(running)
+    finally:
+        plan.run_dir = running.run_dir  # also when interrupted: the caller names the partial run
     return RunRecord.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))

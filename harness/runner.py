@@ -5,6 +5,11 @@ generations the cache lacks (in batches, each appended to the cache before the n
 (verdicts cached by verifier version), aggregate. The run directory gets ``samples.jsonl`` and
 ``run.json`` written atomically; an interrupted run still writes a ``partial`` record of what finished,
 and a rerun resumes from the cache with the same final result.
+
+How a benchmark's missing generations are produced and its generations verified are the two steps of
+:class:`RunSteps`; an engine that needs another path (``capabilities.own_steps``: OpenCompass runs its own
+inference and evaluation tasks) brings its steps, and this loop keeps the rest: the run-directory lock,
+both caches, resume, the record.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from . import config as cfg
 from . import metrics as metric_lib
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
-from .engine import Engine, EngineBase, GenerationRequest, declared_token_identity, generate, request_seed
-from .options import DecoderInfo, Options
+from .engine import Engine, EngineBase, EngineContext, GenerationRequest, declared_token_identity, generate
+from .engine import request_seed
+from .errors import EngineError
+from .options import DecoderInfo, Options, capabilities
 from .prompts import template
 from .records import (BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, TrainingLink,
                       Verdict)
@@ -57,6 +64,11 @@ class EvalPlan:
     decoder_options: Options | None = None
     decoding_fields: list[str] | None = None
     training: TrainingLink | dict[str, Any] | None = None
+    workers: int = 1
+    """Engine replicas: more than one start as Ray actors in :func:`dare.harness.plan.evaluate`."""
+    engine_name: str | None = None
+    """The engine's registry name, and the context it was built from (the replicas are built from the same)."""
+    engine_context: EngineContext | None = None
     run_dir: Path | None = None
     """Set by :func:`run_eval` once the directory exists (so an interrupted caller can name it)."""
 
@@ -123,23 +135,25 @@ def _run_eval(plan: EvalPlan) -> Path:
         plan.engine.prepare(work.requests, plan.decoding)
     run_dir = plan.run_dir = new_run_dir(plan.out_dir, plan.suite.name, plan.model_name, plan.decoding.config_hash(), created)
     model_info = plan.model_info()
-    gen_cache = generations_cache(plan.cache_dir, model_info.fingerprint, plan.generation_key())
+    store = GenerationStore(generations_cache(plan.cache_dir, model_info.fingerprint, plan.generation_key()),
+                            model_info.fingerprint, plan.generation_key())
+    steps = plan.engine.run_steps(plan) if capabilities(plan.engine).own_steps else RunSteps()
     state = RunState()
     started = time.monotonic()
     try:
         for work in works:
-            _generate(plan, work, gen_cache, model_info.fingerprint, state)
+            _generate(plan, work, steps, store, state)
         status = "complete"
     except BaseException:
         status = "partial"
         raise
     finally:
         # Also on interruption: whatever finished is scored and recorded, marked partial.
-        results = {w.spec.name: _score(plan, w, gen_cache, model_info.fingerprint, state) for w in works}
+        results = {w.spec.name: _score(plan, w, steps, store, state) for w in works}
         state.timing["total_s"] = round(time.monotonic() - started, 3)
         record = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
                               {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
-                              state.isolation, state.timing)
+                              state.isolation, state.timing, backend=steps.backend)
         write_run(run_dir, record, [row for r in results.values() for row in r.rows])
     return run_dir
 
@@ -147,8 +161,9 @@ def _run_eval(plan: EvalPlan) -> Path:
 def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, benchmarks: dict[str, BenchmarkInfo],
                  model: ModelInfo, metrics: dict, counts: dict, isolation: dict, timing: dict,
                  backend: ComponentInfo | None = None) -> RunRecord:
-    """The one place a RunRecord is built (this runner and engines with their own loop, e.g. OpenCompass):
-    engine, decoder and verifiers as (name, version, options), the engine identity, the decoding used."""
+    """The one place a RunRecord is built: engine (or ``backend``, what an engine's own steps record
+    instead, e.g. OpenCompass), decoder and verifiers as (name, version, options), the engine identity, the
+    decoding used."""
     options = plan.engine.options if isinstance(plan.engine, EngineBase) else {}
     engine = backend or ComponentInfo(name=plan.engine.name, version=plan.engine.version,
                                       options=options.model_dump(mode="json") if isinstance(options, Options) else dict(options))
@@ -178,30 +193,80 @@ class RunState:
     isolation: dict[str, Any] = field(default_factory=dict)
 
 
-def _gen_key(fingerprint: str, generation_key: str, req: GenerationRequest) -> str:
-    return cache_key(fingerprint, generation_key, req.prompt_hash, req.index, req.seed)
+@dataclass
+class GenerationStore:
+    """The generation cache under one model fingerprint and generation key: what the steps read and fill."""
+
+    cache: Any
+    fingerprint: str
+    generation_key: str
+
+    def key(self, req: GenerationRequest) -> str:
+        return cache_key(self.fingerprint, self.generation_key, req.prompt_hash, req.index, req.seed)
+
+    def get(self, req: GenerationRequest) -> Generation | None:
+        return self.cache.get(self.key(req))
+
+    def __contains__(self, req: GenerationRequest) -> bool:
+        return self.key(req) in self.cache
+
+    def put(self, requests: list[GenerationRequest], generations: list[Generation]) -> None:
+        """Append one finished batch (fsync'd: a kill loses at most the batch in flight)."""
+        self.cache.extend((self.key(r), g) for r, g in zip(requests, generations))
 
 
-def _generate(plan: EvalPlan, work: BenchmarkWork, cache, fingerprint: str, state: RunState) -> None:
+Store = Callable[[list[GenerationRequest], list[Generation]], None]
+
+
+class RunSteps:
+    """The two steps of the loop an engine may replace (``capabilities.own_steps``, ``engine.run_steps(plan)``).
+
+    ``generate`` produces the generations of ``todo`` (the requests the cache lacks) and hands each finished
+    batch to ``store`` (which caches it and checks its length); ``verify`` returns the verdicts of a chunk of
+    (sample, generation) pairs the verdict cache lacks; ``describe`` the verification facts run.json records
+    (sandbox isolation). Both steps may read the cache (``generations``). ``backend``: what run.json records
+    as the backend instead of the engine itself (None: the engine).
+    """
+
+    backend: ComponentInfo | None = None
+
+    def generate(self, plan: EvalPlan, work: BenchmarkWork, todo: list[GenerationRequest], store: Store,
+                 generations: GenerationStore) -> None:
+        """The engine, ``batch_size`` requests at a time."""
+        size = plan.decoding.batch_size
+        for start in range(0, len(todo), size):
+            batch = todo[start : start + size]
+            store(batch, generate(plan.engine, batch, plan.decoding, plan.decoder, plan.decoder_options))
+
+    def verify(self, plan: EvalPlan, work: BenchmarkWork, verifier: Any, items: list[tuple[Sample, Generation]],
+               generations: GenerationStore) -> list[Verdict]:
+        """The benchmark's verifier."""
+        return verifier.verify_batch([(s, g.text) for s, g in items])
+
+    def describe(self, work: BenchmarkWork, verifier: Any) -> dict[str, Any]:
+        return verifier.describe()
+
+
+def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore, state: RunState) -> None:
     name = work.spec.name
-    todo = [r for r in work.requests if _gen_key(fingerprint, plan.generation_key(), r) not in cache]
+    todo = [r for r in work.requests if r not in generations]
     state.cached[name] = len(work.requests) - len(todo)
     state.generated[name] = 0
     if not todo:
         return
     bar = plan.progress(f"{name}: generate", len(todo)) if plan.progress else None
+
+    def store(batch: list[GenerationRequest], outputs: list[Generation]) -> None:
+        if len(outputs) != len(batch):
+            raise EngineError(f"engine {plan.engine.name} returned {len(outputs)} generations for {len(batch)} requests")
+        generations.put(batch, outputs)
+        state.generated[name] += len(batch)
+        if bar:
+            bar.update(len(batch))
+
     t0 = time.monotonic()
-    size = plan.decoding.batch_size
     try:
-        for start in range(0, len(todo), size):
-            batch = todo[start : start + size]
-            outputs = generate(plan.engine, batch, plan.decoding, plan.decoder, plan.decoder_options)
-            if len(outputs) != len(batch):
-                raise RuntimeError(f"engine {plan.engine.name} returned {len(outputs)} generations for {len(batch)} requests")
-            cache.extend((_gen_key(fingerprint, plan.generation_key(), r), g) for r, g in zip(batch, outputs))
-            state.generated[name] += len(batch)
-            if bar:
-                bar.update(len(batch))
+        steps.generate(plan, work, todo, store, generations)
     finally:
         state.timing[f"{name}.generate_s"] = round(time.monotonic() - t0, 3)
         if bar:
@@ -216,7 +281,7 @@ class BenchmarkResult:
     rows: list[dict]
 
 
-def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, state: RunState) -> BenchmarkResult:
+def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore, state: RunState) -> BenchmarkResult:
     """Verify every sample whose k generations are all available (cached verdicts reused)."""
     spec, k = work.spec, plan.decoding.num_samples
     options = plan.verifier_options_for(spec.name)
@@ -228,7 +293,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
     ready: list[tuple[Sample, list[tuple[GenerationRequest, Generation]]]] = []
     for i, sample in enumerate(work.samples):
         reqs = work.requests[i * k : (i + 1) * k]
-        gens = [gen_cache.get(_gen_key(fingerprint, plan.generation_key(), r)) for r in reqs]
+        gens = [generations.get(r) for r in reqs]
         if all(g is not None for g in gens):
             ready.append((sample, list(zip(reqs, gens))))
 
@@ -243,13 +308,13 @@ def _score(plan: EvalPlan, work: BenchmarkWork, gen_cache, fingerprint: str, sta
             chunk = 64
             for start in range(0, len(todo), chunk):
                 part = todo[start : start + chunk]
-                verdicts = verifier.verify_batch([(s, g.text) for s, g in part])
+                verdicts = steps.verify(plan, work, verifier, part, generations)
                 vcache.extend((vkey(s, g), v) for (s, g), v in zip(part, verdicts))
                 if bar:
                     bar.update(len(part))
             if bar:
                 bar.close()
-        described = verifier.describe()
+        described = steps.describe(work, verifier)
     finally:
         verifier.close()
     if described:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dare.harness.plan import evaluate, plan
+from dare.harness.plan import EvalRequest, evaluate, plan
 from dare.harness.records import CurvePoint, TrainingLink
 
 log = logging.getLogger(__name__)
@@ -30,9 +30,10 @@ def evaluate_model(name: str, spec, path: Path, config, decoding, out_dir: Path,
                    progress=None) -> Path:
     """Evaluate the checkpoint at ``path`` (records name it ``name``) on ``config.suite`` with ``decoding``
     through ``config.engine``; ``training`` links the record to the run that produced it. Returns the run dir."""
-    resolved = plan(None, config.suite, config.engine, model_path=path, spec=spec, label=name, limit=limit,
-                    device=device or config.device or "cpu", out=out_dir, decoding=decoding,
-                    engine_options={"dtype": config.dtype}, training=training, command=command, progress=progress)
+    resolved = plan(EvalRequest(suite=config.suite, engine=config.engine, model_path=path, spec=spec, label=name,
+                                limit=limit, device=device or config.device or "cpu", out=out_dir, decoding=decoding,
+                                engine_options={"dtype": config.dtype}, training=training, command=command,
+                                progress=progress))
     evaluate(resolved)
     log.info("evaluation of %s written to %s", path, resolved.run_dir)
     return resolved.run_dir

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from opencompass.models.base import BaseModel
@@ -28,6 +29,7 @@ from opencompass.utils import get_logger
 
 from dare.harness import config as cfg
 from dare.harness.engine import EngineContext, GenerationRequest, request_seed
+from dare.harness.errors import EngineError
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
 from dare.harness.resolve import resolve_decoding
@@ -67,6 +69,14 @@ class DareModel(BaseModel):
                          generation_kwargs={"num_return_sequences": self.decoding.num_samples})
         self.generations: dict[tuple[str, int], Generation] = {}
         self._warned_length = False
+        self._cached: Callable[[GenerationRequest], Generation | None] | None = None
+        self._keep: Callable[[list[GenerationRequest], list[Generation]], None] | None = None
+
+    def serve_from(self, cached: Callable[[GenerationRequest], Generation | None] | None,
+                   keep: Callable[[list[GenerationRequest], list[Generation]], None] | None) -> None:
+        """Answer requests that ``cached`` knows from it and hand every new batch to ``keep`` (DARE's runner:
+        its generation cache) before returning it to OpenCompass."""
+        self._cached, self._keep = cached, keep
 
     def add_benchmark(self, name: str) -> None:
         """Map the prompts of DARE benchmark ``name`` back to their sample ids (DareGenInferencer calls it)."""
@@ -114,12 +124,20 @@ class DareModel(BaseModel):
             sample_id = self.index.sample_id(messages)
             requests.extend(GenerationRequest(sample_id, i, messages, request_seed(self.decoding.seed, sample_id, i))
                             for i in range(self.decoding.num_samples))
-        if not self._prepared:
-            self.engine.prepare(requests, self.decoding)
-            self._prepared = True
-        outputs = self.engine.generate(requests, self.decoding)
-        if len(outputs) != len(requests):
-            raise RuntimeError(f"engine {self.engine.name} returned {len(outputs)} generations for {len(requests)} requests")
+        known = [self._cached(r) if self._cached else None for r in requests]
+        missing = [r for r, g in zip(requests, known) if g is None]
+        if missing:
+            if not self._prepared:
+                self.engine.prepare(missing, self.decoding)
+                self._prepared = True
+            generated = self.engine.generate(missing, self.decoding)
+            if len(generated) != len(missing):
+                raise EngineError(f"engine {self.engine.name} returned {len(generated)} generations for {len(missing)} requests")
+            if self._keep:
+                self._keep(missing, generated)
+            fresh = iter(generated)
+            known = [g if g is not None else next(fresh) for g in known]
+        outputs = known
         for request, generation in zip(requests, outputs):
             self.generations[(request.sample_id, request.index)] = generation
         return [g.text for g in outputs]

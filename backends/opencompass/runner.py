@@ -1,36 +1,34 @@
-"""The ``opencompass`` engine of ``dare-eval``: a suite through OpenCompass, in-process, same run record.
+"""The ``opencompass`` engine of ``dare-eval``: a suite through OpenCompass, in-process, through DARE's runner.
 
 ``dare-eval --engine opencompass --model M --suite S`` wraps an inner DARE engine (``--set engine.via=NAME``;
-default ``replay`` with ``--completions``, else ``torch``) in :class:`~.model.DareModel`, builds one
-OpenCompass dataset per benchmark (:func:`~.configs.dare_dataset`), and runs OpenCompass's own inference
-and evaluation tasks (``OpenICLInferTask``, ``OpenICLEvalTask``) in this process. The verdicts come back
-from OpenCompass's results files and become the same :class:`~dare.harness.records.RunRecord` the native
-runner writes (metrics recomputed from those verdicts by :mod:`dare.harness.metrics`); the backend is
-recorded as ``opencompass`` with the inner engine and OpenCompass's version. OpenCompass's work directory
-(predictions, results, logs) is kept in ``<run dir>/opencompass``. Every failure is raised, never logged
-and skipped: a run ends with scores for every sample or with an error.
+default ``replay`` with ``--completions``, else ``torch``) in :class:`~.model.DareModel` and runs the suite
+through :func:`dare.harness.runner.run_eval` like any engine: one process per ``--out`` (the run-directory
+lock), the generation cache (a killed run resumes), the same :class:`~dare.harness.records.RunRecord`. What
+OpenCompass does differently are the runner's two steps (:class:`OpenCompassSteps`): generations come from
+OpenCompass's inference task (``OpenICLInferTask`` over one OpenCompass dataset per benchmark,
+:func:`~.configs.dare_dataset`), whose model answers cached requests from DARE's cache and caches each new
+batch; verdicts come from OpenCompass's evaluation task (``OpenICLEvalTask``), read back from its results
+file. The backend is recorded as ``opencompass`` with the inner engine and OpenCompass's version;
+OpenCompass's work directory (predictions, results, logs) is kept in ``<run dir>/opencompass``. Every
+OpenCompass failure is raised (:class:`~dare.harness.errors.EngineError`), never logged and skipped.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from dare.harness import config as cfg
-from dare.harness import metrics as metric_lib
 from dare.harness.engine import EngineContext, GenerationRequest, declared_decoder, declared_token_identity
-from dare.harness.errors import ConfigError
+from dare.harness.errors import ConfigError, EngineError
 from dare.harness.models import resolve
 from dare.harness.options import Capabilities, capabilities
-from dare.harness.records import ComponentInfo, DecodingConfig, Generation, ModelInfo, Verdict
+from dare.harness.records import ComponentInfo, DecodingConfig, Generation, ModelInfo, Sample, Verdict
 from dare.harness.registry import engines
-from dare.harness.runner import EvalPlan, benchmark_info, build_record, sample_row, plan_benchmark
-from dare.harness.rundir import new_run_dir, slug, write_run
-from dare.harness.verifiers import verifiers
+from dare.harness.runner import BenchmarkWork, EvalPlan, GenerationStore, RunSteps, Store
+from dare.harness.rundir import slug
 
 from . import require_opencompass
 
@@ -38,11 +36,11 @@ log = logging.getLogger(__name__)
 
 
 class OpenCompassEngine:
-    """Engine protocol (delegating to the inner engine) plus :meth:`run_eval`, which the CLI prefers."""
+    """Engine protocol (delegating to the inner engine) plus :meth:`run_steps`, the runner's steps through OpenCompass."""
 
     name = "opencompass"
     # the inner engine decides on a checkpoint (resolved in __init__); --completions goes to an inner replay
-    capabilities = Capabilities(reads_completions=True, needs_checkpoint=False, decoding_defaults=True, own_loop=True,
+    capabilities = Capabilities(reads_completions=True, needs_checkpoint=False, decoding_defaults=True, own_steps=True,
                                 declares_decoding=True)  # the inner engine's decoder and token identity
 
     def __init__(self, ctx: EngineContext):
@@ -74,57 +72,99 @@ class OpenCompassEngine:
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
         return self.inner.generate(requests, decoding)
 
-    def run_eval(self, plan: EvalPlan) -> Path:
-        """Run ``plan`` through OpenCompass's tasks and write run.json + samples.jsonl; returns the run dir."""
-        from mmengine.config import ConfigDict
-        from opencompass.tasks import OpenICLEvalTask, OpenICLInferTask
+    def run_steps(self, plan: EvalPlan) -> OpenCompassSteps:
+        """The runner's generate and verify steps through OpenCompass's tasks."""
+        return OpenCompassSteps(self, plan)
 
-        from .configs import check_importable, dare_dataset
+
+class OpenCompassSteps(RunSteps):
+    """Generations through OpenCompass's inference task, verdicts through its evaluation task.
+
+    One :class:`~.model.DareModel` over the inner engine serves every benchmark of the run. Its inference runs
+    over a benchmark's samples as OpenCompass renders them: requests DARE's cache holds are answered from it,
+    the others go to the inner engine and each finished batch is cached before the next starts. The
+    evaluation runs once a benchmark's generations are complete (in this run, or in an earlier one); an
+    interrupted benchmark is verified directly by its DARE verifier (what the evaluator wraps) for the
+    partial record.
+    """
+
+    def __init__(self, engine: OpenCompassEngine, plan: EvalPlan):
         from .model import DareModel
 
         _quiet_opencompass()
-        created = datetime.now(timezone.utc)
-        works = [plan_benchmark(cfg.benchmark(b), plan.decoding, plan.limit) for b in plan.suite.benchmarks]
-        for work in works:  # refuse bad input before any compute is spent, as the native runner does
-            verifiers.get(work.spec.verifier)
-            self.inner.prepare(work.requests, plan.decoding)
-        run_dir = plan.run_dir = new_run_dir(plan.out_dir, plan.suite.name, plan.model_name, plan.decoding.config_hash(), created)
-        model = DareModel(engine=self.inner, decoding=plan.decoding, benchmarks=plan.suite.benchmarks, limit=plan.limit)
-        model_cfg = dict(abbr=slug(plan.model_name), type=DareModel, batch_size=plan.decoding.batch_size,
-                         max_out_len=plan.decoding.gen_length, run_cfg=dict(num_gpus=0))
-        model_info = self.inner.model_info()
-        started = time.monotonic()
-        timing: dict[str, float] = {}
-        isolation: dict = {}
-        infos, metrics, counts, rows = {}, {}, {}, []
-        for work in works:
-            name = work.spec.name
-            dataset_cfg = dare_dataset(name, plan.limit, plan.verifier_options_for(name))
-            task_cfg = ConfigDict(models=[model_cfg], datasets=[[dataset_cfg]], work_dir=str(run_dir / "opencompass"),
-                                  eval=dict(runner=dict(task=dict(dump_details=True))))
-            check_importable(task_cfg)
-            t0 = time.monotonic()
-            OpenICLInferTask(task_cfg).run(cur_model=model, cur_model_abbr=model_cfg["abbr"])
-            t1 = time.monotonic()
-            OpenICLEvalTask(task_cfg).run()
-            timing[f"{name}.generate_s"] = round(t1 - t0, 3)
-            timing[f"{name}.verify_s"] = round(time.monotonic() - t1, 3)
-            result = _read_result(run_dir / "opencompass" / "results" / model_cfg["abbr"] / f"{dataset_cfg['abbr']}.json", name)
-            per_sample = _verdicts(result, work, plan.decoding.num_samples, name)
-            metrics[name], counts[name] = metric_lib.compute(work.spec.metrics, per_sample, plan.decoding.num_samples)
-            counts[name].update(generated=len(work.requests), cached=0, missing=0)
-            if result.get("dare_isolation"):
-                isolation[name] = _first(result["dare_isolation"])
-            infos[name] = benchmark_info(plan, work)
-            k = plan.decoding.num_samples
-            for i, (sample, verdicts) in enumerate(zip(work.samples, per_sample)):
-                for request, verdict in zip(work.requests[i * k:(i + 1) * k], verdicts):
-                    rows.append(sample_row(name, sample, request, model.generations[(sample.id, request.index)], verdict))
-        timing["total_s"] = round(time.monotonic() - started, 3)
-        record = build_record(plan, run_dir, "complete", created, infos, model_info, metrics, counts, isolation, timing,
-                              backend=ComponentInfo(name=self.name, version=self.version, options={"via": self.via}))
-        write_run(run_dir, record, rows)
-        return run_dir
+        self.backend = ComponentInfo(name=engine.name, version=engine.version, options={"via": engine.via})
+        self.model = DareModel(engine=engine.inner, decoding=plan.decoding, benchmarks=plan.suite.benchmarks, limit=plan.limit)
+        self.model_cfg = dict(abbr=slug(plan.model_name), type=DareModel, batch_size=plan.decoding.batch_size,
+                              max_out_len=plan.decoding.gen_length, run_cfg=dict(num_gpus=0))
+        self.work_dir = plan.run_dir / "opencompass"
+        self.inferred: set[str] = set()
+        self.verdicts: dict[str, dict[str, list[Verdict]]] = {}
+        self.isolation: dict[str, Any] = {}
+
+    def _task_config(self, plan: EvalPlan, benchmark: str):
+        from mmengine.config import ConfigDict
+
+        from .configs import check_importable, dare_dataset
+
+        dataset = dare_dataset(benchmark, plan.limit, plan.verifier_options_for(benchmark))
+        task_cfg = ConfigDict(models=[self.model_cfg], datasets=[[dataset]], work_dir=str(self.work_dir),
+                              eval=dict(runner=dict(task=dict(dump_details=True))))
+        check_importable(task_cfg)
+        return task_cfg, dataset["abbr"]
+
+    def generate(self, plan: EvalPlan, work: BenchmarkWork, todo: list[GenerationRequest], store: Store,
+                 generations: GenerationStore) -> None:
+        self._infer(plan, work, generations, store)
+
+    def _infer(self, plan: EvalPlan, work: BenchmarkWork, generations: GenerationStore, store: Store | None) -> None:
+        from opencompass.tasks import OpenICLInferTask
+
+        ours = {(r.sample_id, r.index): r for r in work.requests}
+
+        def native(request: GenerationRequest) -> GenerationRequest:
+            """The runner's request for one of DareModel's: the same prompt, or the cache would mix them up."""
+            mine = ours.get((request.sample_id, request.index))
+            if mine is None or mine.prompt_hash != request.prompt_hash:
+                raise EngineError(f"OpenCompass rendered the prompt of {request.sample_id} differently from DARE's "
+                                  f"template for {work.spec.name}; generations are not cached under another prompt")
+            return mine
+
+        def cached(request: GenerationRequest) -> Generation | None:
+            return generations.get(native(request))
+
+        def keep(requests: list[GenerationRequest], outputs: list[Generation]) -> None:
+            if store is None:
+                raise EngineError(f"OpenCompass asked for generations of {work.spec.name} that the cache lacks")
+            store([native(r) for r in requests], outputs)
+
+        task_cfg, _ = self._task_config(plan, work.spec.name)
+        self.model.serve_from(cached, keep)
+        OpenICLInferTask(task_cfg).run(cur_model=self.model, cur_model_abbr=self.model_cfg["abbr"])
+        self.inferred.add(work.spec.name)
+
+    def verify(self, plan: EvalPlan, work: BenchmarkWork, verifier: Any, items: list[tuple[Sample, Generation]],
+               generations: GenerationStore) -> list[Verdict]:
+        name = work.spec.name
+        if name not in self.verdicts:
+            if not all(r in generations for r in work.requests):  # interrupted: no complete predictions to evaluate
+                return super().verify(plan, work, verifier, items, generations)
+            if name not in self.inferred:  # all cached before this run: OpenCompass's inference reads them back
+                self._infer(plan, work, generations, None)
+            self.verdicts[name] = self._evaluate(plan, work)
+        return [self.verdicts[name][sample.id][gen.index] for sample, gen in items]
+
+    def _evaluate(self, plan: EvalPlan, work: BenchmarkWork) -> dict[str, list[Verdict]]:
+        from opencompass.tasks import OpenICLEvalTask
+
+        task_cfg, abbr = self._task_config(plan, work.spec.name)
+        OpenICLEvalTask(task_cfg).run()
+        result = _read_result(self.work_dir / "results" / self.model_cfg["abbr"] / f"{abbr}.json", work.spec.name)
+        if result.get("dare_isolation"):
+            self.isolation[work.spec.name] = _first(result["dare_isolation"])
+        return _verdicts(result, work, plan.decoding.num_samples, work.spec.name)
+
+    def describe(self, work: BenchmarkWork, verifier: Any) -> dict[str, Any]:
+        return self.isolation.get(work.spec.name) or verifier.describe()
 
 
 def _quiet_opencompass() -> None:
@@ -151,15 +191,15 @@ def _first(value):
 
 def _read_result(path: Path, benchmark: str) -> dict:
     if not path.is_file():
-        raise RuntimeError(f"OpenCompass wrote no results for {benchmark} ({path} is missing); see {path.parents[2] / 'logs'}")
+        raise EngineError(f"OpenCompass wrote no results for {benchmark} ({path} is missing); see {path.parents[2] / 'logs'}")
     result = json.loads(path.read_text())
     if "error" in result or "details" not in result:
-        raise RuntimeError(f"OpenCompass could not score {benchmark}: {result.get('error', 'no per-sample details')} ({path})")
+        raise EngineError(f"OpenCompass could not score {benchmark}: {result.get('error', 'no per-sample details')} ({path})")
     return result
 
 
-def _verdicts(result: dict, work, k: int, benchmark: str) -> list[list[Verdict]]:
-    """Per sample (in the benchmark's order), its k verdicts, from the evaluator's details."""
+def _verdicts(result: dict, work: BenchmarkWork, k: int, benchmark: str) -> dict[str, list[Verdict]]:
+    """Per sample id, its k verdicts (in request order), from the evaluator's details."""
     by_id = {}
     for detail in result["details"]:
         ids, verdicts = detail["id"], detail["verdicts"]
@@ -169,6 +209,6 @@ def _verdicts(result: dict, work, k: int, benchmark: str) -> list[list[Verdict]]
         by_id[sample_id] = [Verdict.model_validate(v) for v in verdicts]
     missing = [s.id for s in work.samples if len(by_id.get(s.id, ())) != k]
     if missing:
-        raise RuntimeError(f"OpenCompass returned no verdicts for {len(missing)} sample(s) of {benchmark}: "
+        raise EngineError(f"OpenCompass returned no verdicts for {len(missing)} sample(s) of {benchmark}: "
                            f"{', '.join(missing[:5])}")
-    return [by_id[s.id] for s in work.samples]
+    return by_id

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 from typing import Any
 
 from dare.harness import config as cfg
+from dare.harness.engine import EngineContext
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
+from dare.harness.options import capabilities
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import did_you_mean, engines
+from dare.harness.resolve import resolve_decoding
 
 # OpenCompass model-config keys that DareModel accepts and ignores, beside its own parameters.
 OPENCOMPASS_MODEL_KEYS = ("generation_kwargs", "pred_postprocessor", "max_seq_len", "meta_template", "path")
@@ -61,8 +65,10 @@ def model_keywords() -> list[str]:
 
 
 def check_model(engine: str, model: str | None, decoding: dict | None, options: dict[str, Any]) -> DecodingConfig:
-    """Validate a ``dare_model`` call; returns its DecodingConfig (model settings for the suite, then
-    ``decoding``). Raises a DareError naming the first problem and its fix."""
+    """Validate a ``dare_model`` call; returns its DecodingConfig as the engine will decode it (the one
+    resolver, :func:`~dare.harness.resolve.resolve_decoding`: model settings for the suite, the engine's
+    defaults, then ``decoding``, checked against the decoder the engine declares, so a config refuses what
+    ``dare-eval`` refuses). Raises a DareError naming the first problem and its fix."""
     if "max_out_len" in options:
         raise ConfigError("max_out_len is DARE's decoding.gen_length; pass decoding=dict(gen_length=N) instead")
     known = model_keywords()
@@ -72,7 +78,7 @@ def check_model(engine: str, model: str | None, decoding: dict | None, options: 
                               f"keywords: {', '.join(known)}")
     engine_cls = engines.get(engine)  # an unknown engine: one line with did-you-mean
     model_path = options.get("model_path")
-    needs_checkpoint = getattr(engine_cls, "needs_checkpoint", True)
+    needs_checkpoint = capabilities(engine_cls).needs_checkpoint
     if model and needs_checkpoint and cfg.model_name(model) not in cfg.names("models") and model_path is None:
         cfg.model(model)  # an unknown model: one line with did-you-mean and the list
     # The same resolution DareModel does in the task process: a missing checkpoint fails here instead.
@@ -81,5 +87,9 @@ def check_model(engine: str, model: str | None, decoding: dict | None, options: 
     for key in decoding or {}:
         if key not in fields:
             raise ConfigError(f"decoding field {key!r} does not exist{did_you_mean(key, fields)}; fields: {', '.join(fields)}")
-    base = resolved.spec.decoding_for(options.get("suite") or "default") if resolved.spec else {}
-    return cfg.decoding_with_overrides(base, dict(decoding or {}), source="decoding")
+    completions = options.get("completions")
+    built = engine_cls(EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
+                                     completions=Path(completions) if completions else None, device=options.get("device"),
+                                     options=dict(options.get("engine_options") or {})))  # weights load lazily
+    spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
+    return resolve_decoding(built, spec, options.get("suite") or "default", dict(decoding or {}), source="decoding").config
