@@ -13,6 +13,7 @@ recomputing it from the final tokens, so outputs can differ slightly from the to
 from __future__ import annotations
 
 from dare.harness.engine import GenerationRequest
+from dare.harness.errors import EngineError
 
 from .external import ExternalEngine
 from .mapping import EngineOptions, lmdeploy_options
@@ -48,7 +49,7 @@ class LmdeployEngine(ExternalEngine):
     def update_weights(self, named_tensors) -> None:
         """Push ``[(name, tensor), ...]`` into the running PyTorch engine (lmdeploy's update_params)."""
         if self._backend is None:
-            raise RuntimeError("update_weights needs a started engine: generate once first")
+            raise EngineError("update_weights needs a started engine: generate once first")
         from lmdeploy.serve.openai.protocol import UpdateParamsRequest
         from lmdeploy.utils import serialize_state_dict
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 from dare.harness.engine import GenerationRequest
+from dare.harness.errors import EngineError
 
 from .external import ExternalEngine
 from .mapping import EngineOptions, sglang_options
@@ -44,5 +45,5 @@ class SglangEngine(ExternalEngine):
     def update_weights(self, named_tensors) -> None:
         """Replace weights ``[(name, tensor), ...]`` in the running engine (SGLang's update_weights_from_tensor)."""
         if self._backend is None:
-            raise RuntimeError("update_weights needs a started engine: generate once first")
+            raise EngineError("update_weights needs a started engine: generate once first")
         self._backend.update_weights_from_tensor(list(named_tensors))
