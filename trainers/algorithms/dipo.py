@@ -22,7 +22,7 @@ from pydantic import Field
 from ..api import Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
 from ..ops import masked_mean
-from ..sequences import build_layout
+from ..training.sequences import build_layout
 from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
 
 

@@ -5,7 +5,7 @@ loss = sum over masked tokens of CE / t. Block diffusion (SDAR, LLaDA2; ``block_
 ``[noisy | clean]`` pair with the block attention mask. The papers divide by the response length
 (``normalise: response_tokens``); DARE's LLaDA trainer divides by the number of masked tokens
 (``masked_tokens``). For masked-diffusion models the EOS right-padding is trained (the model learns to end);
-block-diffusion batches exclude padding from attention and loss (see :mod:`dare.trainers.data`).
+block-diffusion batches exclude padding from attention and loss (see :mod:`dare.trainers.training.data`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dare.harness.errors import ModelError
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.verifiers import verifiers
 
-from .batch import RolloutBatch
+from ..batch import RolloutBatch
 from .data import TrainItem, left_pad, stop_mask
 
 log = logging.getLogger(__name__)

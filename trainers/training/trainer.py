@@ -27,18 +27,18 @@ from dare.harness.options import capabilities
 from dare.harness.resolve import resolve_decoding
 from dare.harness.registry import engines
 
-from . import checkpoint as ckpt
-from . import reproducible
-from .api import Needs, build_algorithm
-from .batch import RolloutBatch
+from ..state import checkpoint as ckpt
+from ..state import reproducible
+from ..api import Needs, build_algorithm
+from ..batch import RolloutBatch
 from .config import ROLLOUT_DEFAULTS, TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
-from .lora_backend import BaseModelPolicy, build_lora_backend, plain_weights
+from ..lora.backend import BaseModelPolicy, build_lora_backend, plain_weights
 from .policy import ModelPolicy, training_kernel
-from .preference import preference_batch, preference_items
+from ..preference.pairs import preference_batch, preference_items
 from .rollout import Verifiers, rollout_batch, score, supervised_batch
 from .scoring import CompletionScorer
-from .progress import StepProgress
+from ..state.progress import StepProgress
 
 log = logging.getLogger(__name__)
 MAX_SKIPPED_UPDATES = 8  # consecutive non-finite updates before the run stops
