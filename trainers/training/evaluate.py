@@ -49,6 +49,8 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
         "base_model_path": str(trainer.base_path), "step": step, "checkpoint": str(checkpoint),
         "config": cfg.model_dump(mode="json"), "curve": curve(trainer.metrics.rows()),
     }
+    if trainer.needs.rollout:  # the rollouts' decoding and the algorithm's declared additions to it
+        training["rollout"] = trainer.rollout_record()
     name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
     return evaluate_model(name, trainer.spec, checkpoint, cfg, decoding or trainer.decoding, out_dir, limit, command,
                           training, device=str(trainer.policy.device), progress=progress)
