@@ -197,9 +197,12 @@ class LocalTrainer:
         algo = self.rollout_additions.settings(evaluation) if self.rollout_additions is not None else {}
         settings = {"num_samples": cfg.group_size, "batch_size": rows, **ROLLOUT_DEFAULTS, **algo,
                     **cfg.rollout_decoding}
-        self.rollout_resolved = resolve_decoding(self.engine, None, cfg.suite, settings, base=evaluation,
-                                                 explicit=set(algo) | set(cfg.rollout_decoding),
-                                                 source="rollout_decoding")
+        try:
+            self.rollout_resolved = resolve_decoding(self.engine, None, cfg.suite, settings, base=evaluation,
+                                                     explicit=set(algo) | set(cfg.rollout_decoding),
+                                                     source="rollout_decoding")
+        except ConfigError as exc:  # name the rollouts' settings, not the generic --set of an evaluation
+            raise ConfigError(exc.problems, source="rollout_decoding") from exc
         rollout = self.rollout_resolved.config
         self.algorithm.check_rollout(rollout)
         return evaluation, rollout
