@@ -41,14 +41,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from dare.harness import config as hcfg
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
-from dare.harness.resolve import layered
 from dare.harness.registry import architectures
+from dare.harness.resolve import layered
 
-from ..state import checkpoint as ckpt
 from ..api import build_algorithm
+from ..state import checkpoint as ckpt
 from ..training.config import TrainConfig, load_experiment, resolve_algorithm
-from .tables import CPU_FILE, summarise
 from ..training.evaluate import evaluate_checkpoint, evaluate_model, read_eval_marker, write_eval_marker
+from .tables import CPU_FILE, summarise
 
 log = logging.getLogger(__name__)
 

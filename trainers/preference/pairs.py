@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from dare.harness import config as hcfg
 from dare.harness.data import DATA_DIR, verified_path
+from dare.harness.engine import InProcessEngine
 from dare.harness.errors import DataError
 from dare.harness.prompts import template
 from dare.harness.records import Message, Sample
@@ -134,7 +135,7 @@ def preference_items(suite_name: str, pairs: str | None = None) -> list[Preferen
     return items
 
 
-def preference_batch(engine, items: list[PreferenceItem], count_padding: bool) -> RolloutBatch:
+def preference_batch(engine: InProcessEngine, items: list[PreferenceItem], count_padding: bool) -> RolloutBatch:
     """Interleaved (chosen, rejected) rows of ``items``: completion + EOS, right-padded with the pad id.
     Masked-diffusion models see the padding (counted only with ``count_padding``), block-diffusion models
     never see it (as :func:`~dare.trainers.training.rollout.supervised_batch`)."""

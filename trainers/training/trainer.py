@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from dare.backends.models.loader import load_model
-from dare.harness.engine import EngineContext
+from dare.harness.engine import EngineContext, InProcessEngine
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
@@ -169,7 +169,7 @@ class LocalTrainer:
         total = max(cfg.steps * self.algorithm.config.inner_steps - cfg.warmup_steps, 1)
         return 0.5 * (1 + math.cos(math.pi * min(update - cfg.warmup_steps, total) / total))
 
-    def _engine(self, engine_cls, path: Path, device: str, dtype: str):
+    def _engine(self, engine_cls, path: Path, device: str, dtype: str) -> InProcessEngine:
         options = {"dtype": dtype, "record_trajectory": self.needs.trajectory}
         ctx = EngineContext(model_name=self.model_name, model_spec=self.spec, model_path=path, device=device,
                             options=options)

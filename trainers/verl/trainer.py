@@ -25,9 +25,9 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.harness.parallel import WorkerDiedError
 
-from ..state import checkpoint as ckpt
 from ..api import Algorithm
 from ..batch import RolloutBatch
+from ..state import checkpoint as ckpt
 from ..training.config import TrainConfig, resolve_algorithm
 from ..training.rollout import batch_from_generations, rollout_requests
 from ..training.trainer import MAX_SKIPPED_UPDATES, LocalTrainer, TrainingError
