@@ -46,4 +46,5 @@ def test_cj_grpo_rollout_additions_are_in_rollout_json_and_run_json(tmp_path):
     assert recorded["decoding"]["steps"] == 3 and recorded["decoder_options"]["step_schedule"] == "ascending"
     record = json.loads((read_eval_marker(run_dir) / "run.json").read_text())
     assert record["model"]["training"]["rollout"] == recorded
+    assert record["model"]["training"]["estimator"]["name"] == "mdm_trajectory"  # "auto" for masked diffusion
     assert record["decoding"]["steps"] == 8 and not record["decoding"].get("extra")  # evaluation: the suite's

@@ -49,11 +49,18 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
         "base_model_path": str(trainer.base_path), "step": step, "checkpoint": str(checkpoint),
         "config": cfg.model_dump(mode="json"), "curve": curve(trainer.metrics.rows()),
     }
+    if trainer.estimator is not None:  # the estimator the config's "auto" resolved to, with its options
+        training["estimator"] = {"name": trainer.estimator.name, "options": _jsonable(trainer.estimator.options())}
     if trainer.needs.rollout:  # the rollouts' decoding and the algorithm's declared additions to it
         training["rollout"] = trainer.rollout_record()
     name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
     return evaluate_model(name, trainer.spec, checkpoint, cfg, decoding or trainer.decoding, out_dir, limit, command,
                           training, device=str(trainer.policy.device), progress=progress)
+
+
+def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (bool, int, float, str, type(None), list, tuple)) else repr(v)
+            for k, v in options.items()}
 
 
 def write_eval_marker(directory: Path, eval_dir: Path) -> None:
