@@ -24,8 +24,8 @@ from dare.harness.engine import EngineContext
 from dare.harness.generators.long_addition import DIGITS, WIDTH
 from dare.harness import config as cfg
 from dare.harness.data import load_samples
-from dare.trainers.data import TrainItem
-from dare.trainers.rollout import Verifiers, supervised_batch
+from dare.trainers.training.data import TrainItem
+from dare.trainers.training.rollout import Verifiers, supervised_batch
 from mdm_control import forward  # the control's bidirectional forward (benchmarks/ is on sys.path)
 
 GEN_LENGTH = 160

@@ -23,8 +23,8 @@ import torch
 from dare.backends.engines.torch import TorchEngine
 from dare.backends.models.transformer import DiffusionTransformer
 from dare.harness.engine import EngineContext
-from dare.trainers.data import batch_indices, train_items
-from dare.trainers.rollout import Verifiers, supervised_batch
+from dare.trainers.training.data import batch_indices, train_items
+from dare.trainers.training.rollout import Verifiers, supervised_batch
 
 
 def forward(net, prompt, mask, canvas):

@@ -29,9 +29,9 @@ from typing import Any
 
 from dare.harness.errors import DareError, InputError
 from dare.harness.records import RunRecord
-from dare.trainers.compare import load_comparison
-from dare.trainers.comparison_table import comparison_rows, comparison_tables
-from dare.trainers.evaluate import read_eval_marker
+from dare.trainers.experiments.compare import load_comparison
+from dare.trainers.experiments.tables import comparison_rows, comparison_tables
+from dare.trainers.training.evaluate import read_eval_marker
 
 BLOCK = re.compile(r"(<!-- readme_figures: (?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /readme_figures -->)", re.S)
 

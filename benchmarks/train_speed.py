@@ -5,12 +5,12 @@
 
 1. packed vs padded: one SFT forward + backward (block-diffusion ELBO on the ``[noisy | clean]`` pair, the
    costliest training forward) on a batch whose sequence lengths are spread uniformly in
-   [min-len, max-len], first padded to the longest row, then packed padding-free (dare.trainers.packing).
+   [min-len, max-len], first padded to the longest row, then packed padding-free (dare.trainers.training.packing).
 2. block mask vs dense 2L: the attention of that pair alone, SDPA with the dense (2L x 2L) boolean mask
    against ``flex_attention`` with a ``BlockMask`` built from the same rule (compiled; skipped where
    FlexAttention cannot run). Ratios > 1 mean the second variant is faster.
 3. logits-free CE: log p(targets) + backward through the LM head for ``--ce-tokens`` positions and a
-   ``--vocab`` vocabulary, chunked under checkpointing (dare.trainers.policy.linear_logp) vs full logits;
+   ``--vocab`` vocabulary, chunked under checkpointing (dare.trainers.training.policy.linear_logp) vs full logits;
    time and, on CUDA, peak memory above the inputs.
 The last line is one JSON object.
 """
@@ -28,8 +28,8 @@ from dare.backends.models.loader import load_model
 from dare.backends.models.tiny import write_tiny_checkpoint
 from dare.trainers import build_estimator
 from dare.trainers.batch import RolloutBatch
-from dare.trainers.policy import ModelPolicy
-from dare.trainers.sequences import noisy_clean_mask
+from dare.trainers.training.policy import ModelPolicy
+from dare.trainers.training.sequences import noisy_clean_mask
 
 
 def _sync(device: str) -> None:
@@ -125,7 +125,7 @@ def flex_vs_dense(args) -> dict:
 
 
 def logits_free_ce(args) -> dict:
-    from dare.trainers.policy import linear_logp
+    from dare.trainers.training.policy import linear_logp
 
     cuda = args.device.startswith("cuda")
     dtype = torch.bfloat16 if cuda else torch.float32

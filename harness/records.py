@@ -232,6 +232,30 @@ class CurvePoint(GivenFieldsRecord):
     """The step's training loss."""
 
 
+class EstimatorLink(Record):
+    """The likelihood estimator a training run used (``model.training.estimator``)."""
+
+    name: str
+    """Registry name of the estimator (what the algorithm's ``auto`` resolved to, or the one configured)."""
+    options: JsonDict = Field(default_factory=dict)
+    """Its options; open: each estimator, plugins included, declares its own."""
+
+
+class RolloutLink(Record):
+    """What a training run's rollouts decoded with (``model.training.rollout``, also ``RUN/rollout.json``)."""
+
+    decoding: JsonDict
+    """The rollout DecodingConfig's fields the decoder reads (as run.json's ``decoding``, without the hash)."""
+    config_hash: str
+    """The rollout DecodingConfig's hash."""
+    decoder: str | None = None
+    """The decoder the engine declared for it (None: the engine declares none)."""
+    decoder_options: JsonDict | None = None
+    """The decoder's typed ``extra`` options as validated; open: each decoder declares its own."""
+    algorithm_additions: JsonDict | None = None
+    """What the algorithm added to its rollouts (its declared RolloutAdditions model, named under ``model``)."""
+
+
 class TrainingLink(GivenFieldsRecord):
     """The training run a trained checkpoint came from (``model.training``), as trainers/evaluate.py writes
     it. Every field is optional: records written by other tools name fewer."""
@@ -261,6 +285,10 @@ class TrainingLink(GivenFieldsRecord):
     """The training curve inline, one row per logged step."""
     metrics_path: str | None = None
     """The training curve as a JSONL file of such rows, relative to the run directory (instead of ``curve``)."""
+    estimator: EstimatorLink | None = None
+    """The likelihood estimator the run used (absent in records written before it was recorded)."""
+    rollout: RolloutLink | None = None
+    """The rollouts' decoding, decoder, options and algorithm additions (absent: no rollouts, or older records)."""
 
     def run_name(self) -> str | None:
         """The training run: ``run`` as dare-train writes it, else ``run_id``."""

@@ -67,7 +67,7 @@ def _first_line(doc: str | None) -> str:
 def list_everything() -> str:
     from dare.trainers import plugin  # noqa: F401  (registers the built-ins)
 
-    from .config import load_yaml_model, preset_names, AlgorithmPreset, catalog
+    from .training.config import load_yaml_model, preset_names, AlgorithmPreset, catalog
 
     lines = ["algorithms:"]
     classes = {id(c): c for c in (algorithms.get(n) for n in algorithms.names())}
@@ -93,7 +93,7 @@ def list_everything() -> str:
 
 
 def _train_fields() -> list[str]:
-    from .config import TrainConfig
+    from .training.config import TrainConfig
 
     return list(TrainConfig.model_fields)
 
@@ -118,13 +118,13 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
-    from .checkpoint import exclusive
-    from .config import dare_preset, load_experiment
+    from .state.checkpoint import exclusive
+    from .training.config import dare_preset, load_experiment
     from dare.harness.cli import summary
     from dare.harness.config import model_name
 
-    from .evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
-    from .trainer import LocalTrainer
+    from .training.evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
+    from .training.trainer import LocalTrainer
 
     flags = parse_sets(args.overrides)
     build_trainer = training_engines.get(args.engine) if args.engine in training_engines else None
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
 
 
 def compare(args: argparse.Namespace, argv: list[str]) -> Path:
-    from .compare import ComparisonRunner, load_comparison
+    from .experiments.compare import ComparisonRunner, load_comparison
 
     comparison, file = load_comparison(args.compare)
     out = Path(args.out)

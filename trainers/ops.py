@@ -1,71 +1,25 @@
-"""Shared maths of policy-gradient losses: group advantages, clipped ratios, KL estimators, masked means.
+"""Shared maths of policy-gradient losses: clipped ratios, KL estimators, masked means (the group advantages
+live in :mod:`.advantages`, a registry; they are re-exported here for plugins written against ``ops``).
 
 Shapes: B sequences, T completion tokens. Advantages are one scalar per sequence, broadcast over tokens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
+
+from .advantages import (  # noqa: F401
+    grpo_advantages,
+    mean_baseline_advantages,
+    population_advantages,
+    rloo_advantages,
+)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``values`` over ``mask`` (same shape); 0 when the mask is empty (verl's +1e-8 denominator)."""
     mask = mask.to(values.dtype)
     return (values * mask).sum() / (mask.sum() + 1e-8)
-
-
-def _group_stats(rewards: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-row group size (B,), group mean (B,) and unbiased group std (B,) (std 1 for size-1 groups)."""
-    _, inverse = torch.unique(group_ids, return_inverse=True)
-    n_groups = int(inverse.max()) + 1 if inverse.numel() else 0
-    r = rewards.double()
-    zeros = torch.zeros(n_groups, dtype=torch.double, device=r.device)
-    count = zeros.index_add(0, inverse, torch.ones_like(r))
-    total = zeros.index_add(0, inverse, r)
-    mean = total / count
-    sq = zeros.index_add(0, inverse, (r - mean[inverse]) ** 2)
-    std = torch.where(count > 1, (sq / (count - 1).clamp(min=1)).sqrt(), torch.ones_like(count))
-    return count[inverse], mean[inverse], std[inverse]
-
-
-def grpo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """(r - mean_g) / (std_g + eps) with the unbiased std; a group of one has mean 0 and std 1 (verl)."""
-    count, mean, std = _group_stats(rewards, group_ids)
-    mean = torch.where(count > 1, mean, torch.zeros_like(mean))
-    return ((rewards.double() - mean) / (std + eps)).to(rewards.dtype)
-
-
-def mean_baseline_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """r - mean_g (Dr.GRPO, d1 original): no division by the std."""
-    _, mean, _ = _group_stats(rewards, group_ids)
-    return (rewards.double() - mean).to(rewards.dtype)
-
-
-def rloo_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """Leave-one-out baseline r_j - mean_{k != j} r_k (DiffuCoder, ESPO); 0 for a group of one."""
-    count, mean, _ = _group_stats(rewards, group_ids)
-    r = rewards.double()
-    loo = torch.where(count > 1, (r - mean) * count / (count - 1).clamp(min=1), torch.zeros_like(r))
-    return loo.to(rewards.dtype)
-
-
-def population_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """(r - mean_g) / std_g with the population (n) std and no eps; 0 where std_g = 0 (DiRL's
-    ``z_score_normalize``, OpenMOSS/DiRL train/rollout_dapo_server.py). ``eps`` is unused."""
-    count, mean, std = _group_stats(rewards, group_ids)
-    pop = std * ((count - 1).clamp(min=0) / count).sqrt()  # unbiased -> population std
-    r = rewards.double()
-    return torch.where(pop > 0, (r - mean) / pop.clamp(min=1e-300), torch.zeros_like(r)).to(rewards.dtype)
-
-
-ADVANTAGES: dict[str, Callable[..., torch.Tensor]] = {
-    "grpo": grpo_advantages,
-    "mean_baseline": mean_baseline_advantages,
-    "rloo": rloo_advantages,
-    "population": population_advantages,
-}
 
 
 LOG_RATIO_BOUND = 20.0

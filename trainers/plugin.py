@@ -1,9 +1,13 @@
-"""Registers the built-in estimators and algorithms. Each name is written once, in the ``@estimator`` /
-``@algorithm`` decorator of its class: importing the modules below runs those decorators. The modules are
-small (torch and pydantic only, both already loaded by anything that trains). Also the target of the
-``dare.plugins`` entry point for this package."""
+"""Registers the built-in advantage estimators, policy losses, likelihood estimators and algorithms. Each name
+is written once, in the decorator of its function or class (``@advantage``, ``@policy_loss``, ``@estimator``,
+``@algorithm``): importing the modules below runs those decorators. The modules are small (torch and pydantic
+only, both already loaded by anything that trains). Also the target of the ``dare.plugins`` entry point for
+this package."""
 
-from .estimators import composite, elbo, espo, masked, sandwich, step_prediction, stratified, trajectory  # noqa: F401
+from . import advantages  # noqa: F401
 from .algorithms import (bgpo, cj_grpo, coupled_grpo, d1, dipo, ebpo, just_grpo, mdpo, preference,  # noqa: F401
                          sft, spg, trace_rl)
 from .algorithms import espo as _espo_algorithm  # noqa: F401
+from .estimators import composite, elbo, espo, masked, sandwich, step_prediction, stratified, trajectory  # noqa: F401
+from .losses import bounds, ppo, sequence, steps  # noqa: F401
+from .losses import elbo as _elbo_loss, preference as _preference_loss, sandwich as _sandwich_loss  # noqa: F401

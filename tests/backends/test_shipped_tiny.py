@@ -57,8 +57,8 @@ def _attention_entropy(name: str) -> list[float]:
     import torch
 
     from dare.backends.models import layers
-    from dare.trainers.data import train_items
-    from dare.trainers.rollout import Verifiers, supervised_batch
+    from dare.trainers.training.data import train_items
+    from dare.trainers.training.rollout import Verifiers, supervised_batch
 
     spec = config.model(name)
     engine = TorchEngine(EngineContext(model_name=name, model_spec=spec, options={"dtype": "float32"}))

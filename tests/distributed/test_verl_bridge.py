@@ -170,8 +170,8 @@ def test_workers_roll_out_with_their_updated_weights_and_the_driver_holds_none(r
     rows finish early); the driver's model and reference never hold weights between checkpoints."""
     from dare.backends.engines.torch import TorchEngine
     from dare.harness.engine import EngineContext
-    from dare.trainers.config import TrainConfig
-    from dare.trainers.rollout import rollout_requests
+    from dare.trainers.training.config import TrainConfig
+    from dare.trainers.training.rollout import rollout_requests
     from dare.trainers.verl.launch import stop_worker_group
     from dare.trainers.verl.trainer import build
 

@@ -23,7 +23,7 @@ pytest.importorskip("verl")
 
 from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
 from dare.trainers.cli import main  # noqa: E402
-from dare.trainers.config import load_experiment  # noqa: E402
+from dare.trainers.training.config import load_experiment  # noqa: E402
 
 MODERATE = {
     "llada": {"d_model": 512, "n_heads": 8, "n_kv_heads": 8, "n_layers": 4, "mlp_hidden_size": 1408,

@@ -139,7 +139,7 @@ def test_dry_run_resolves_the_suite(initial, capsys, tmp_path):
 
 
 def test_the_recipe_trains_masked_diffusion_on_a_long_canvas_of_several_blocks():
-    from dare.trainers.config import load_experiment
+    from dare.trainers.training.config import load_experiment
 
     recipe = load_experiment("tiny_llada_long_sft", {})
     d = recipe.decoding

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from dare.harness.errors import ConfigError, InputError
 from dare.harness.rundir import hold, hold_outputs
-from dare.trainers import checkpoint as ckpt
+from dare.trainers.state import checkpoint as ckpt
 
 from .helpers import dare_eval, write_completions
 

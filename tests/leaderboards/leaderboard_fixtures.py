@@ -144,7 +144,7 @@ def _training(spec: RunSpec, run_dir: Path) -> dict[str, Any] | None:
 
 
 def trained(algorithm: str, base: str) -> dict[str, Any]:
-    """``model.training`` as dare-train writes it (trainers/evaluate.py: ``run`` names the training run)."""
+    """``model.training`` as dare-train writes it (trainers/training/evaluate.py: ``run`` names the training run)."""
     return {"run": f"train-{algorithm}-{base}", "algorithm": algorithm, "base_model": base, "step": 200,
             "config": {"lr": 1e-6}}
 

@@ -11,11 +11,11 @@ import torch
 
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm, build_estimator
-from dare.trainers.algorithms.bgpo import bound_ratio
+from dare.trainers.losses.bounds import bound_ratio
 from dare.trainers.ops import clip_surrogate
 from dare.trainers.cli import main
-from dare.trainers.config import resolve_algorithm
-from dare.trainers.trainer import accumulate_gradients
+from dare.trainers.training.config import resolve_algorithm
+from dare.trainers.training.trainer import accumulate_gradients
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, JointPolicy, make_batch, sequence_draws

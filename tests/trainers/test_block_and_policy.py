@@ -11,9 +11,9 @@ from dare.backends.models.loader import load_model
 from dare.harness.engine import EngineContext
 from dare.harness.records import DecodingConfig, Message
 from dare.trainers import build_estimator
-from dare.trainers.policy import ModelPolicy, linear_logp
-from dare.trainers.rollout import rollout_batch
-from dare.trainers.sequences import block_causal_mask, build_layout, key_mask, noisy_clean_mask
+from dare.trainers.training.policy import ModelPolicy, linear_logp
+from dare.trainers.training.rollout import rollout_batch
+from dare.trainers.training.sequences import block_causal_mask, build_layout, key_mask, noisy_clean_mask
 
 
 @pytest.mark.parametrize("arch", ["llada", "dream"])
@@ -161,7 +161,7 @@ def test_packed_batches_give_the_padded_log_probs(tiny, arch, name):
 
 
 def test_packing_puts_short_sequences_side_by_side(tiny):
-    from dare.trainers.packing import pack
+    from dare.trainers.training.packing import pack
 
     from .toy import make_batch
 

@@ -86,8 +86,8 @@ def test_only_names_known_runs(tmp_path, capsys):
 
 
 def test_seeds_train_each_run_once_per_seed_and_summarise_across_them(tmp_path, capsys):
-    from dare.trainers.comparison_seeds import t975
-    from dare.trainers.comparison_table import _per_sample
+    from dare.trainers.experiments.seeds import t975
+    from dare.trainers.experiments.tables import _per_sample
 
     out = tmp_path / "out"
     config = write_config(tmp_path, seeds=[0, 1], runs=[{"algorithm": "dipo"}])

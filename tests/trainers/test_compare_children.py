@@ -9,10 +9,10 @@ import sys
 import time
 from types import SimpleNamespace
 
-from dare.trainers.compare import last_error
+from dare.trainers.experiments.compare import last_error
 
 CHILD = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
-PARENT = ("import sys; from pathlib import Path; from dare.trainers.compare import run_child; "
+PARENT = ("import sys; from pathlib import Path; from dare.trainers.experiments.compare import run_child; "
           "run_child([sys.executable, '-c', sys.argv[2]], {}, Path(sys.argv[1]))")
 
 
@@ -43,7 +43,7 @@ def test_a_killed_parent_takes_its_children_along(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
-INTERRUPTED_PARENT = ("import sys; from pathlib import Path; from dare.trainers.compare import run_children; "
+INTERRUPTED_PARENT = ("import sys; from pathlib import Path; from dare.trainers.experiments.compare import run_children; "
                       "d = Path(sys.argv[1]); child = [sys.executable, '-c', sys.argv[2]]; "
                       "run_children([(child, d / f'{n}.log') for n in 'abc'], {}, 2)")
 
@@ -84,7 +84,7 @@ def test_a_failed_childs_error_reaches_the_parents_message(tmp_path):
     import pytest
 
     from dare.harness.errors import DareError
-    from dare.trainers.compare import ComparisonRunner
+    from dare.trainers.experiments.compare import ComparisonRunner
 
     runner = object.__new__(ComparisonRunner)  # only _parallel runs: no start model is trained
     runner.out = tmp_path / "out"

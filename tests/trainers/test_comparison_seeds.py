@@ -7,7 +7,7 @@ import math
 import pytest
 
 from dare.harness.metrics import bootstrap_ci
-from dare.trainers.comparison_seeds import across_seeds, pooled_paired, t975
+from dare.trainers.experiments.seeds import across_seeds, pooled_paired, t975
 
 
 def test_across_seeds_is_a_student_t_interval_on_the_sample_standard_deviation():

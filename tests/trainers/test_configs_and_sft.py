@@ -11,8 +11,8 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm
 from dare.trainers.cli import main
-from dare.trainers.compare import ComparisonRunner, load_comparison
-from dare.trainers.config import TrainConfig, catalog, load_experiment, preset_names, resolve_algorithm
+from dare.trainers.experiments.compare import ComparisonRunner, load_comparison
+from dare.trainers.training.config import TrainConfig, catalog, load_experiment, preset_names, resolve_algorithm
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, make_batch
@@ -46,7 +46,7 @@ def test_fingerprint_ignores_settings_left_at_their_defaults():
 
 
 def test_a_run_saved_by_an_older_version_resumes_when_its_settings_are_the_same(tmp_path):
-    from dare.trainers.checkpoint import check_same_run
+    from dare.trainers.state.checkpoint import check_same_run
 
     config = TrainConfig(algorithm="d1", suite="sudoku", lr=3e-6)
     saved = config.model_dump(mode="json")
@@ -110,7 +110,7 @@ def test_cosine_schedule_warms_up_then_decays_to_zero(tiny, tmp_path, capsys):
 
 
 def test_dare_compat_picks_the_dare_preset_or_says_which_exist(tiny, tmp_path, capsys):
-    from dare.trainers.config import dare_preset
+    from dare.trainers.training.config import dare_preset
 
     assert dare_preset("d1") == "d1_dare" and dare_preset("d1_dare") == "d1_dare"
     assert dare_preset("diffu_grpo") == "d1_dare"  # an alias resolves through its algorithm
@@ -125,8 +125,8 @@ def test_masked_diffusion_sft_pads_answers_to_the_decoding_canvas(tiny):
     """LLaDA SFT trains the EOS padding up to the canvas the model decodes at evaluation."""
     from dare.backends.engines.torch import TorchEngine
     from dare.harness.engine import EngineContext
-    from dare.trainers.data import train_items
-    from dare.trainers.rollout import Verifiers, supervised_batch
+    from dare.trainers.training.data import train_items
+    from dare.trainers.training.rollout import Verifiers, supervised_batch
 
     engine = TorchEngine(EngineContext(model_name="tiny", model_path=tiny["llada"]))
     items = train_items("sudoku")[:2]
@@ -138,7 +138,7 @@ def test_masked_diffusion_sft_pads_answers_to_the_decoding_canvas(tiny):
 
 
 def test_training_attention_kernel_choice():
-    from dare.trainers.policy import training_kernel
+    from dare.trainers.training.policy import training_kernel
 
     assert training_kernel("auto", "block_causal", "cpu") is None  # SDPA: FlexAttention has no CPU backward
     assert training_kernel("auto", "bidirectional", "cuda") is None

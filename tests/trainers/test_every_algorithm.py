@@ -12,7 +12,7 @@ import pytest
 from dare.harness.registry import algorithms
 from dare.trainers import plugin  # noqa: F401  (registers the built-in algorithms)
 from dare.trainers.cli import main
-from dare.trainers.evaluate import read_eval_marker
+from dare.trainers.training.evaluate import read_eval_marker
 
 SMALL = ["--steps", "2", "--eval-limit", "2", "--set", "prompts_per_step=1", "--set", "group_size=2",
          "--set", "micro_batch_size=2", "--set", "decoding.gen_length=8", "--set", "decoding.steps=8",

@@ -13,8 +13,8 @@ from dare.harness.records import DecodingConfig
 from dare.trainers import build_estimator
 from dare.trainers.api import build_algorithm
 from dare.trainers.cli import main
-from dare.trainers.policy import ModelPolicy
-from dare.trainers.sequences import build_layout, key_mask
+from dare.trainers.training.policy import ModelPolicy
+from dare.trainers.training.sequences import build_layout, key_mask
 
 from .test_cj_grpo import _rollout
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)

@@ -9,7 +9,7 @@ import torch
 
 from dare.backends.models.loader import load_model
 from dare.trainers.cli import main
-from dare.trainers.lora import adapters_disabled, apply_lora, plain_state
+from dare.trainers.lora.builtin import adapters_disabled, apply_lora, plain_state
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 

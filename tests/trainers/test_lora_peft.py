@@ -14,8 +14,8 @@ import torch
 from dare.backends.models.loader import load_model
 from dare.harness.models import resolve
 from dare.trainers.cli import main
-from dare.trainers.config import TrainConfig
-from dare.trainers.trainer import LocalTrainer, Timer, accumulate_gradients
+from dare.trainers.training.config import TrainConfig
+from dare.trainers.training.trainer import LocalTrainer, Timer, accumulate_gradients
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 

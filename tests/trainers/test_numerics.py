@@ -12,8 +12,8 @@ import torch
 
 from dare.harness import registry
 from dare.trainers import build_algorithm
-from dare.trainers.algorithms.bgpo import bound_ratio
-from dare.trainers.algorithms.ebpo import log_clipped_ratio
+from dare.trainers.losses.bounds import bound_ratio
+from dare.trainers.losses.sequence import log_clipped_ratio
 from dare.trainers.cli import main
 from dare.trainers.ops import clipped_policy_loss, kl_penalty, safe_exp
 

@@ -14,10 +14,10 @@ from dare.harness.prompts import template
 from dare.harness.verifiers import verifiers
 from dare.trainers import build_algorithm, build_estimator
 from dare.trainers.cli import main
-from dare.trainers.evaluate import read_eval_marker
-from dare.trainers.config import resolve_algorithm
-from dare.trainers.preference import preference_items, read_pairs
-from dare.trainers.preference_data import build_pairs
+from dare.trainers.training.evaluate import read_eval_marker
+from dare.trainers.training.config import resolve_algorithm
+from dare.trainers.preference.pairs import preference_items, read_pairs
+from dare.trainers.preference.build import build_pairs
 
 from .toy import ContextFreePolicy, JointPolicy, make_batch
 

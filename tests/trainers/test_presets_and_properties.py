@@ -8,8 +8,8 @@ import torch
 
 from dare.backends.models.loader import load_model
 from dare.trainers import build_algorithm, build_estimator
-from dare.trainers.config import catalog, resolve_algorithm
-from dare.trainers.policy import ModelPolicy
+from dare.trainers.training.config import catalog, resolve_algorithm
+from dare.trainers.training.policy import ModelPolicy
 
 from .toy import ContextFreePolicy, JointPolicy, make_batch
 
@@ -98,7 +98,7 @@ def test_espo_feeds_each_draw_and_its_exact_complement():
 
 def test_block_elbo_keeps_the_block_structure():
     """BD3LM: the noisy copy of block b sees noisy block b and clean blocks < b; clean never sees noisy."""
-    from dare.trainers.sequences import noisy_clean_mask
+    from dare.trainers.training.sequences import noisy_clean_mask
 
     positions = torch.arange(6)[None]
     allowed = noisy_clean_mask(positions, torch.ones(1, 6, dtype=torch.bool), 2)[0, 0]
@@ -132,8 +132,8 @@ def test_each_built_in_name_is_written_once_and_the_policies_speak_the_protocol(
     ("mdpo", {"rollout_decoding": {"temperature": 0.7}}, 0.7),  # the user's setting wins
 ])
 def test_rollout_temperature_algorithm_beats_the_default_and_the_user_beats_both(tmp_path, algo, settings, expected):
-    from dare.trainers.config import TrainConfig
-    from dare.trainers.trainer import LocalTrainer
+    from dare.trainers.training.config import TrainConfig
+    from dare.trainers.training.trainer import LocalTrainer
 
     config = TrainConfig(algorithm=algo, suite="sudoku", model="tiny-llada", steps=1, prompts_per_step=1,
                          group_size=2, evaluate=False, device="cpu", **settings)

@@ -1,4 +1,4 @@
-"""python -m dare.trainers.ship: a run's final checkpoint as a shipped model folder, with every stage's
+"""python -m dare.trainers.experiments.ship: a run's final checkpoint as a shipped model folder, with every stage's
 recipe and log beside the weights."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from dare.harness.errors import ConfigError
 from dare.trainers.cli import main
-from dare.trainers.ship import ship
+from dare.trainers.experiments.ship import ship
 
 FAST = ["--no-eval", "--no-progress", "--set", "prompts_per_step=1", "--set", "micro_batch_size=1", "--suite", "sudoku"]
 

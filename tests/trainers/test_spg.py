@@ -13,7 +13,7 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm, build_estimator
 from dare.trainers.cli import main
-from dare.trainers.config import resolve_algorithm
+from dare.trainers.training.config import resolve_algorithm
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, JointPolicy, make_batch

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from dare.harness.records import Verdict
 from dare.harness.verifiers.base import Verifier
 from dare.trainers.cli import main
-from dare.trainers.evaluate import read_eval_marker
+from dare.trainers.training.evaluate import read_eval_marker
 
 from ..user_configs import user_benchmarks
 
@@ -139,7 +139,7 @@ def test_one_progress_line_per_step_then_the_evaluation_table(tiny, tmp_path, ca
 
 
 def test_progress_durations_and_eta():
-    from dare.trainers.progress import StepProgress, duration
+    from dare.trainers.state.progress import StepProgress, duration
 
     assert [duration(s) for s in (8.4, 75.2, 3725)] == ["8s", "1m15s", "1h02m"]
     progress = StepProgress(start=2, total=10)

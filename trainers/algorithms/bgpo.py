@@ -10,7 +10,7 @@ padded response length L: l_j = ELBO_j / L. Each sample j gets its own surrogate
   sequence objective from the same side.
 
 Both bounds are sums over samples, so each MC sample's gradient is taken on its own
-(:meth:`BGPO.loss_terms`: the trainer backpropagates one sample before the next forward, BGPO's constant
+(``bgpo_bounds`` yields one loss term per sample: the trainer backpropagates one sample before the next forward, BGPO's constant
 memory in n); at l = l_old both give the gradient -A grad l_j. Then the dual-clip PPO loss (eps 0.2, c 3)
 per sample, averaged over samples, and a length-weighted mean over sequences (DARE's token mean of a value
 constant over each row's counted tokens). The n samples travel as n noise sets of one draw each
@@ -20,27 +20,17 @@ DARE's LLaDA / Dream runs count the EOS padding: configs/algorithms/bgpo_dare.ya
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import torch
 from pydantic import Field
 
 from dare.harness.errors import ConfigError
 
-from ..api import Estimator, Needs, algorithm
-from ..batch import LossOutput, RolloutBatch
-from ..ops import clip_surrogate, safe_exp
-from .policy_gradient import PolicyGradient, PolicyGradientConfig
-
-
-def bound_ratio(delta: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
-    """BGPO's per-sample ratio: 1 + delta where ``positive`` (A > 0), exp(delta) elsewhere (the log-ratio
-    clamped before exp); shapes (B,)."""
-    return torch.where(positive, 1 + delta, safe_exp(torch.where(positive, torch.zeros_like(delta), delta)))
+from ..api import Algorithm, Estimator, Needs, algorithm
+from ..batch import RolloutBatch
+from ..losses.ppo import PolicyGradientConfig
 
 
 class BGPOConfig(PolicyGradientConfig):
-    estimator: str = "auto"
     estimator_args: dict = Field(default_factory=lambda: {"samples": 16})
     clip_c: float | None = Field(3.0, gt=1, description="dual-clip constant (BGPO as run in DARE: 3)")
     beta: float = Field(0.0, ge=0, le=0, description="BGPO's objective has no KL term")
@@ -49,11 +39,12 @@ class BGPOConfig(PolicyGradientConfig):
 
 
 @algorithm("bgpo")
-class BGPO(PolicyGradient):
+class BGPO(Algorithm):
     """Per-MC-sample linear (A > 0) / exponential (A <= 0) bound surrogates with dual-clip PPO."""
 
     needs = Needs(rollout=True)
     Config = BGPOConfig
+    policy_loss = "bgpo_bounds"
     default_estimator = {"bidirectional": "stratified_elbo", "block_causal": "block_stratified_elbo"}
 
     def bind(self, attention: str) -> Estimator:
@@ -74,45 +65,3 @@ class BGPO(PolicyGradient):
             n = self.samples
             sets += [{k: v[:, j:j + 1] for k, v in draw.items()} for j in range(n)]
         return sets
-
-    def loss_terms(self, policy, batch: RolloutBatch, inner_step: int) -> Iterator[LossOutput]:
-        """One term per MC sample j: sum_b L_b loss_jb / (n sum_b L_b); the trainer backpropagates each before
-        the next sample's forward, so activation memory does not grow with n."""
-        cfg, n = self.config, self.samples
-        first = (inner_step % (len(batch.noise) // n)) * n
-        mask = batch.completion_mask
-        length = float(cfg.normalise_length or mask.shape[1])
-        adv = batch.advantages.to(torch.float32)
-        positive = adv > 0
-        lengths = mask.sum(1).to(torch.float32)
-        weight = float(lengths.sum())
-        total, took, ratios, entropy = 0.0, 0.0, [], 0.0
-        for j in range(first, first + n):
-            est = self.estimator.estimate(policy, batch, batch.noise[j])
-            value = (est.token_logp * mask).sum(1) / length  # l_j (B,)
-            old = (batch.old_logp[j] * mask).sum(1) / length
-            ratio = bound_ratio(value - old.to(value.dtype), positive)
-            per_row, clipped = clip_surrogate(ratio, adv.to(value.dtype), cfg.clip_low, cfg.clip_high, cfg.clip_c)
-            term = (per_row * lengths.to(per_row.dtype)).sum() / (n * max(weight, 1e-8))
-            total += float(term.detach())
-            took += clipped.float() / n
-            ratios.append(ratio.detach())
-            if est.entropy is not None:
-                entropy += est.entropy.detach() / n
-            if j < first + n - 1:
-                yield LossOutput(loss=term, weight=weight)
-        ratio = torch.stack(ratios)
-        rows = lengths > 0
-        metrics = {
-            "policy_loss": total,
-            "clip_fraction": float((took * lengths).sum() / max(weight, 1e-8)),
-            "ratio_mean": float(ratio[:, rows].mean()) if rows.any() else 1.0,
-            "ratio_max_dev": float((ratio[:, rows] - 1).abs().max()) if rows.any() else 0.0,
-            "entropy": float((entropy * mask).sum() / max(weight, 1e-8)) if torch.is_tensor(entropy) else 0.0,
-        }
-        yield LossOutput(loss=term, weight=weight, metrics=metrics)
-
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        """The whole loss in one graph (all n samples held at once): the sum of :meth:`loss_terms`."""
-        terms = list(self.loss_terms(policy, batch, inner_step))
-        return LossOutput(loss=sum(t.loss for t in terms), weight=terms[-1].weight, metrics=terms[-1].metrics)

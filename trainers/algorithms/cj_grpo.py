@@ -16,7 +16,7 @@ clip 0.2 with dual clip 3, no KL, one update, uniform semi-AR decoding without E
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from pydantic import Field
@@ -24,9 +24,10 @@ from pydantic import Field
 from dare.backends.decoding.common import max_ascending_steps
 from dare.harness.errors import ConfigError
 
-from ..api import Estimator, Needs, algorithm
+from ..advantages import AdvantageName
+from ..api import Algorithm, Estimator, Needs, RolloutAdditions, algorithm
 from ..batch import LossOutput, RolloutBatch
-from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
+from ..losses.ppo import PolicyGradientConfig
 
 _SCHEDULE_DECODERS = ("mdm", "block")  # decoder families that implement eos_gamma and step_schedule
 
@@ -52,9 +53,21 @@ def step_pooled_weights(commit_step: torch.Tensor, mask: torch.Tensor) -> torch.
     return torch.where(mask, 1.0 / (counts[inverse].clamp(min=1) * max(n_steps, 1)), 0.0).double()
 
 
+class CJGRPORollout(RolloutAdditions):
+    """What CJ-GRPO's rollouts add to the evaluation's DecodingConfig (None: left as the evaluation has it)."""
+
+    block_length: int | None = Field(None, description="the whole canvas (gen_length) for masked diffusion "
+                                     "models with full_diffusion: one full-canvas block")
+    steps: int | None = Field(None, description="decoding steps of the ascending schedule: ascending_steps (or "
+                              "the most the block allows, about log2 of it) per block, times the blocks")
+    eos_gamma: tuple[float, float] | None = Field(None, description="decoder option (extra): EOS early "
+                                                  "rejection, stop-token confidence scaled from gamma[0] to gamma[1]")
+    step_schedule: Literal["ascending"] | None = Field(None, description="decoder option (extra): 2^k tokens "
+                                                       "committed at step k of each block")
+
+
 class CJGRPOConfig(PolicyGradientConfig):
-    estimator: str = "auto"
-    advantage: AdvantageKind = "mean_baseline"
+    advantage: AdvantageName = "mean_baseline"
     clip_low: float = 0.5
     clip_high: float = 0.5
     clip_c: float | None = None
@@ -73,38 +86,37 @@ class CJGRPOConfig(PolicyGradientConfig):
 
 
 @algorithm("cj_grpo", aliases=("cj-grpo",))
-class CJGRPO(PolicyGradient):
+class CJGRPO(Algorithm):
     """Clipped GRPO on exact per-step likelihoods replayed from the rollout's step map, each step weighted
     equally, rolled out with EOS early rejection and ascending step sizes."""
 
     needs = Needs(rollout=True, trajectory=True)
     Config = CJGRPOConfig
+    RolloutAdditions = CJGRPORollout
+    policy_loss = "token_ppo"
     default_estimator = {"bidirectional": "mdm_trajectory", "block_causal": "block_trajectory"}
 
     def bind(self, attention: str) -> Estimator:
         self.attention = attention
         return super().bind(attention)
 
-    def rollout_decoding(self, decoding, arch) -> dict[str, Any]:
+    def rollout_additions(self, decoding, arch) -> CJGRPORollout:
         cfg = self.config
         if (cfg.eos_gamma is not None or cfg.step_schedule != "uniform") and \
                 arch.decoding_family not in _SCHEDULE_DECODERS:
             raise ConfigError(f"CJ-GRPO's EOS early rejection and ascending steps are implemented for the "
                               f"{' and '.join(_SCHEDULE_DECODERS)} decoders, not {arch.decoding_family!r}; "
                               "use --algo cj_grpo_dare or --set algo.eos_gamma=null --set algo.step_schedule=uniform")
-        out: dict[str, Any] = {}
+        out = {}
         block = decoding.block_length
         if cfg.full_diffusion and arch.attention == "bidirectional":
             block = out["block_length"] = decoding.gen_length
-        extra = dict(decoding.extra)
         if cfg.eos_gamma is not None:
-            extra["eos_gamma"] = list(cfg.eos_gamma)
+            out["eos_gamma"] = cfg.eos_gamma
         if cfg.step_schedule == "ascending":
-            extra["step_schedule"] = "ascending"
+            out["step_schedule"] = "ascending"
             out["steps"] = (cfg.ascending_steps or max_ascending_steps(block)) * (decoding.gen_length // block)
-        if extra != decoding.extra:
-            out["extra"] = extra
-        return out
+        return CJGRPORollout(**out)
 
     def loss_mask(self, batch: RolloutBatch) -> torch.Tensor:
         return batch.completion_mask & (batch.commit_step >= 0)

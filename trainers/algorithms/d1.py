@@ -1,23 +1,28 @@
-"""d1 / diffu-GRPO (Zhao et al. 2025): GRPO on the one-step estimate with random prompt masking.
+"""d1 / diffu-GRPO (Zhao et al. 2025; dllm-reasoning/d1 ``diffu-grpo/diffu_grpo_trainer.py`` ``compute_loss``).
 
-Paper defaults (dllm-reasoning/d1 train.yaml): advantage r - mean (no std), clip 0.5, beta 0.04 (k3),
-12 inner updates with a fresh prompt mask per inner iteration, tail after EOS masked. DARE's choices
-(std-normalised GRPO, clip 0.2, no KL, one update per batch, one mask per batch, padding counted) are in
-configs/algorithms/d1_dare.yaml.
+Objective, per token i of a rollout y (``token_ppo``)::
+
+    l_i = max(-A r_i, -A clip(r_i, 1 - 0.5, 1 + 0.5)) + 0.04 k3(log p_i - log p_ref,i),   r_i = p_i / p_old,i
+    loss = token mean of l_i over the batch's counted tokens (the tail after EOS masked)
+
+with log p_i the ``one_step`` estimate log p(y_i | prompt masked with p = 0.15, response fully masked) and
+A = r - mean of the prompt's group (``mean_baseline``, no std). 12 inner updates, a fresh prompt mask for
+each (dllm-reasoning/d1 ``slurm_scripts/train.yaml``). DARE's choices (std-normalised GRPO, clip 0.2 with
+dual clip 3, no KL, one update, one mask per batch, padding counted) are configs/algorithms/d1_dare.yaml.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from ..api import Needs, algorithm
-from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
+from ..advantages import AdvantageName
+from ..api import Algorithm, Needs, algorithm
+from ..losses.ppo import PolicyGradientConfig
 
 
 class D1Config(PolicyGradientConfig):
-    estimator: str = "one_step"
     estimator_args: dict = Field(default_factory=lambda: {"prompt_mask_prob": 0.15})
-    advantage: AdvantageKind = "mean_baseline"
+    advantage: AdvantageName = "mean_baseline"
     clip_low: float = 0.5
     clip_high: float = 0.5
     beta: float = 0.04
@@ -26,9 +31,10 @@ class D1Config(PolicyGradientConfig):
 
 
 @algorithm("d1", aliases=("diffu_grpo",))
-class D1(PolicyGradient):
+class D1(Algorithm):
     """diffu-GRPO: token-level clipped GRPO on log p(y_i | prompt partly masked, response fully masked)."""
 
     needs = Needs(rollout=True, trajectory=False)
     Config = D1Config
-    default_estimator = {"bidirectional": "one_step", "block_causal": "one_step"}
+    policy_loss = "token_ppo"
+    default_estimator = "one_step"

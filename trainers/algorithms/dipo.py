@@ -1,5 +1,6 @@
 """DiPO (DiRL, arXiv 2512.22234): unbiased GRPO for block diffusion models on exact per-step likelihoods.
 
+Objective: ``token_ppo`` (clipped token ratios + beta k3 to the reference) with DiRL's reduction below.
 The rollout records which tokens each decoding step committed; ``block_trajectory`` replays every step's
 state in one packed forward, so the ratio is over exact conditionals. Defaults follow OpenMOSS/DiRL
 (configs/rl.yaml, models/sdar/modeling_sdar.py RL loss, train/grpo.py): clip 1 - 0.2 / 1 + 0.2 + 0.08
@@ -19,11 +20,12 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from ..api import Needs, algorithm
+from ..advantages import AdvantageName
+from ..api import Algorithm, Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
+from ..losses.ppo import PolicyGradientConfig
 from ..ops import masked_mean
-from ..sequences import build_layout
-from .policy_gradient import AdvantageKind, PolicyGradient, PolicyGradientConfig
+from ..training.sequences import build_layout
 
 
 def commit_rounds(commit_step: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, block: int) -> torch.Tensor:
@@ -57,8 +59,7 @@ def round_sums(token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor
 
 
 class DiPOConfig(PolicyGradientConfig):
-    estimator: str = "block_trajectory"
-    advantage: AdvantageKind = "population"
+    advantage: AdvantageName = "population"
     clip_low: float = 0.2
     clip_high: float = Field(0.28, ge=0, description="upper clip: DiRL's 1 + eps + 0.08 with eps 0.2")
     beta: float = 0.1
@@ -69,12 +70,14 @@ class DiPOConfig(PolicyGradientConfig):
 
 
 @algorithm("dipo")
-class DiPO(PolicyGradient):
-    """Clipped GRPO on exact per-step likelihoods replayed from the rollout's step map (block models)."""
+class DiPO(Algorithm):
+    """Clipped GRPO (``token_ppo``) on exact per-step likelihoods replayed from the rollout's step map (block
+    models); its own: equal-reward groups dropped from the advantages, and the per-round reduction."""
 
     needs = Needs(rollout=True, trajectory=True, attention="block_causal")
     Config = DiPOConfig
-    default_estimator = {"block_causal": "block_trajectory"}
+    policy_loss = "token_ppo"
+    default_estimator = "block_trajectory"
     _block: int = 1
 
     def advantages(self, batch: RolloutBatch) -> torch.Tensor:

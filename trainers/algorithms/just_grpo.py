@@ -14,7 +14,6 @@ no KL. Masked diffusion only.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Literal
 
 import torch
@@ -23,14 +22,21 @@ from pydantic import Field, model_validator
 from dare.harness.errors import ConfigError
 from dare.harness.registry import estimators
 
-from ..api import Needs, algorithm
+from ..api import Algorithm, Needs, RolloutAdditions, algorithm
 from ..batch import RolloutBatch
-from .policy_gradient import PolicyGradient, PolicyGradientConfig
+from ..losses.ppo import PolicyGradientConfig
+
+
+class JustGRPORollout(RolloutAdditions):
+    """JustGRPO's rollouts: strictly left to right, one token per step, at the likelihood's temperature."""
+
+    block_length: int = Field(1, description="one token per block: left to right")
+    steps: int = Field(description="one step per token: the evaluation's gen_length")
+    temperature: float = Field(description="sampling temperature, the algorithm's (the likelihood divides "
+                               "the logits by it)")
 
 
 class JustGRPOConfig(PolicyGradientConfig):
-    estimator: str = "autoregressive"
-    estimator_args: dict = Field(default_factory=dict)
     temperature: float = Field(1.0, gt=0, description="rollout sampling temperature; the likelihood divides "
                                "the logits by it")
     advantage_eps: float = Field(1e-4, gt=0)
@@ -48,12 +54,15 @@ class JustGRPOConfig(PolicyGradientConfig):
 
 
 @algorithm("just_grpo", aliases=("justgrpo",))
-class JustGRPO(PolicyGradient):
-    """Clipped GRPO on exact autoregressive log-probs of left-to-right rollouts (masked diffusion)."""
+class JustGRPO(Algorithm):
+    """Clipped GRPO (``token_ppo``) on exact autoregressive log-probs of left-to-right rollouts (masked
+    diffusion); its own: the valid-samples normalisation, the rollout settings and their check."""
 
     needs = Needs(rollout=True, attention="bidirectional")
     Config = JustGRPOConfig
-    default_estimator = {"bidirectional": "autoregressive"}
+    RolloutAdditions = JustGRPORollout
+    policy_loss = "token_ppo"
+    default_estimator = "autoregressive"
 
     def reduce(self, token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
         """sum of the token losses / (gen_length x samples with A != 0); the weight is that denominator, so
@@ -66,16 +75,16 @@ class JustGRPO(PolicyGradient):
 
     def estimator_options(self, name: str) -> dict[str, Any]:
         options = super().estimator_options(name)
-        if "temperature" in inspect.signature(estimators.get(name)).parameters:
+        if "temperature" in estimators.get(name).Options.model_fields:
             options["temperature"] = self.config.temperature
         return options
 
-    def rollout_decoding(self, decoding, arch) -> dict[str, Any]:
-        return {"block_length": 1, "steps": decoding.gen_length, "temperature": self.config.temperature}
+    def rollout_additions(self, decoding, arch) -> JustGRPORollout:
+        return JustGRPORollout(steps=decoding.gen_length, temperature=self.config.temperature)
 
     def check_rollout(self, decoding) -> None:
         left_to_right = decoding.block_length == 1 and decoding.steps == decoding.gen_length
-        if self.config.estimator == "autoregressive" and not left_to_right:
+        if self.estimator_name("bidirectional") == "autoregressive" and not left_to_right:
             raise ConfigError(f"JustGRPO's likelihood is exact only for left-to-right rollouts (block_length 1, "
                               f"steps = gen_length), got block_length {decoding.block_length}, steps "
                               f"{decoding.steps}; drop the rollout.block_length / rollout.steps overrides")

@@ -18,7 +18,6 @@ Masked diffusion models only (LLaDA, Dream). Shapes: B rows, S steps, K chosen s
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Literal
 
 import torch
@@ -26,10 +25,10 @@ from pydantic import Field
 
 from dare.harness.registry import estimators
 
-from ..api import Algorithm, AlgorithmConfig, Needs, algorithm
-from ..batch import LossOutput, RolloutBatch
-from ..estimators.step_prediction import step_predictions, step_states
-from ..ops import clipped_policy_loss, grpo_advantages, kl_penalty, masked_mean
+from ..advantages import grpo_advantages
+from ..api import Algorithm, AlgorithmConfig, Needs, RolloutAdditions, algorithm
+from ..batch import RolloutBatch
+from ..estimators.step_prediction import StepTargets, step_predictions
 
 
 def step_scores(step_rewards: torch.Tensor) -> torch.Tensor:
@@ -53,8 +52,13 @@ def select_steps(advantages: torch.Tensor, k: int) -> torch.Tensor:
     return advantages.abs().sum(0).topk(k).indices.sort().values
 
 
+class MDPORollout(RolloutAdditions):
+    """MDPO's rollouts sample at its temperature (the math recipe's 0.1), as x̂0_t and the log-probs do."""
+
+    temperature: float = Field(description="rollout sampling temperature: the algorithm's ``temperature``")
+
+
 class MDPOConfig(AlgorithmConfig):
-    estimator: str = "step_prediction"
     clip_low: float = Field(0.2, ge=0)
     clip_high: float = Field(0.2, ge=0)
     beta: float = Field(0.0, ge=0, description="KL coefficient against the frozen reference model (recipes: 0 "
@@ -77,23 +81,27 @@ class MDPOConfig(AlgorithmConfig):
 
 @algorithm("mdpo")
 class MDPO(Algorithm):
-    """Clipped policy gradient on the clean predictions of intermediate denoising states."""
+    """Clipped policy gradient (``step_ppo``) on the clean predictions of intermediate denoising states; its
+    own: ``prepare`` grades every step's prediction and chooses the steps to train."""
 
     needs = Needs(rollout=True, trajectory=True, attention="bidirectional")
     Config = MDPOConfig
-    default_estimator = {"bidirectional": "step_prediction"}
+    RolloutAdditions = MDPORollout
+    policy_loss = "step_ppo"
+    default_estimator = "step_prediction"
 
     def estimator_options(self, name: str) -> dict[str, Any]:
         options = super().estimator_options(name)
-        if "temperature" in inspect.signature(estimators.get(name)).parameters:
+        if "temperature" in estimators.get(name).Options.model_fields:
             options.setdefault("temperature", self.config.temperature)
         return options
 
-    def rollout_decoding(self, decoding, arch) -> dict[str, Any]:
-        return {"temperature": self.config.temperature}
+    def rollout_additions(self, decoding, arch) -> MDPORollout:
+        return MDPORollout(temperature=self.config.temperature)
 
     def prepare(self, policy, batch: RolloutBatch, scorer) -> None:
-        """Grade x̂0_t of every step, form step advantages, choose the K steps to train (batch.extras)."""
+        """Grade x̂0_t of every step, form step advantages, choose the K steps to train (``batch.extras["mdpo"]``,
+        a :class:`~dare.trainers.estimators.step_prediction.StepTargets`)."""
         cfg = self.config
         here = batch.completion_ids.device  # the verl driver keeps batches on the CPU: predict on the policy's device
         temperature = cfg.temperature if cfg.predictions == "sample" else None
@@ -107,48 +115,7 @@ class MDPO(Algorithm):
         rewards = scorer(rows, preds.reshape(b * s, t).cpu()).view(b, s).to(here)
         adv = step_advantages(step_scores(rewards), batch.group_ids, cfg.advantage_eps)
         chosen = select_steps(adv, cfg.train_steps)
-        batch.extras["mdpo"] = {"steps": chosen.expand(b, -1).clone(), "targets": preds[:, chosen],
-                                "confidence": conf[:, chosen], "advantages": adv[:, chosen].float()}
-        batch.extras["mdpo_stats"] = {"step_reward_first": float(rewards[:, 0].mean()),
-                                      "step_reward_last": float(rewards[:, -1].mean()),
-                                      "trained_steps": float(chosen.numel())}
-
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        cfg = self.config
-        k = inner_step % len(batch.noise)
-        chosen = batch.noise[k]
-        est = self.estimator.estimate(policy, batch, chosen)
-        logp, old = est.token_logp, batch.old_logp[k]
-        b, n, t = logp.shape
-        masked = step_states(batch.commit_step, chosen["steps"]) & batch.completion_mask[:, None, :]
-        counts = masked.sum(-1).to(logp.dtype)  # m_t per (row, step), (B, K)
-        length = batch.completion_mask.sum(-1, keepdim=True).to(logp.dtype)  # L per row, (B, 1)
-        scale = length / (counts + 1e-4)  # λ_t = L / (m_t + 1e-4) (mdpo_trainer.py compute_loss)
-        token_loss, stats = clipped_policy_loss(logp.reshape(b * n, t), old.reshape(b * n, t),
-                                                chosen["advantages"].reshape(-1), cfg.clip_low, cfg.clip_high, None)
-        token_loss = token_loss.view(b, n, t) * scale[..., None]
-        metrics = dict(batch.extras.get("mdpo_stats", {}))
-        if cfg.beta > 0:
-            kl = kl_penalty(logp, batch.ref_logp[k], cfg.kl_estimator)
-            token_loss = token_loss + cfg.beta * kl
-            metrics["kl_ref"] = float(masked_mean(kl.detach(), masked))
-        weight = masked.to(logp.dtype)
-        if cfg.confidence_weighting:
-            weight = weight * chosen["confidence"].to(logp.dtype)
-        summed = (token_loss * weight).sum(-1)  # (B, K)
-        if cfg.reduction == "step":  # each (row, step) its own micro-batch: / (m_t + 1e-4), then the mean
-            total = float((counts > 0).sum())  # a state after a row's last step has nothing to train
-            loss = (summed / (counts + 1e-4)).sum() / max(total, 1.0)
-        else:
-            total = float(masked.sum())
-            loss = summed.sum() / (total + 1e-8)
-        ratio = stats["ratio"].view(b, n, t)
-        metrics.update(
-            clip_fraction=float(masked_mean(stats["clipped"].view(b, n, t), masked)),
-            ratio_mean=float(masked_mean(ratio, masked)),
-            ratio_max_dev=float(((ratio - 1).abs() * masked).max()) if masked.any() else 0.0,
-            entropy=float(masked_mean(est.entropy, masked)) if est.entropy is not None else 0.0,
-            masked_per_step=float(masked.sum(-1).float().mean()),
-            policy_loss=float(loss.detach()),
-        )
-        return LossOutput(loss=loss, weight=total, metrics=metrics)
+        batch.extras["mdpo"] = StepTargets(steps=chosen.expand(b, -1).clone(), targets=preds[:, chosen],
+                                           confidence=conf[:, chosen], advantages=adv[:, chosen].float(),
+                                           step_reward_first=float(rewards[:, 0].mean()),
+                                           step_reward_last=float(rewards[:, -1].mean()))

@@ -14,13 +14,16 @@ padded response length (``normalise_length``, i.e. beta / L): preset ``vrpo_dare
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
-from dare.harness.errors import ConfigError
 from pydantic import Field
 
-from ..api import Algorithm, AlgorithmConfig, Estimator, Needs, algorithm, build_estimator
-from ..batch import LossOutput, RolloutBatch
+from ..api import (
+    Algorithm,
+    AlgorithmConfig,
+    Estimator,
+    Needs,
+    algorithm,
+    build_estimator,
+)
 
 
 class PreferenceConfig(AlgorithmConfig):
@@ -35,10 +38,11 @@ class PreferenceConfig(AlgorithmConfig):
 
 
 class PreferenceOptimisation(Algorithm):
-    """Base class of DPO-style losses on ELBO estimates; subclasses choose defaults and estimators."""
+    """Base class of DPO-style losses on ELBO estimates (``dpo``); subclasses choose defaults and estimators."""
 
     needs = Needs(rollout=False, rewards=False, reference=True, pairs=True)
     Config = PreferenceConfig
+    policy_loss = "dpo"
 
     def bind(self, attention: str) -> Estimator:
         """The configured estimator, with ``samples`` as its budget unless ``estimator_args`` sets one."""
@@ -52,43 +56,6 @@ class PreferenceOptimisation(Algorithm):
         """Independent reference noise needs a second draw per set: sets (2k, 2k + 1) = (policy, reference)."""
         base = super().num_noise_sets
         return base if self.config.shared_noise else 2 * base
-
-    def _noise_sets(self, batch: RolloutBatch, inner_step: int) -> tuple[int, int]:
-        if self.config.shared_noise:
-            k = inner_step % len(batch.noise)
-            return k, k
-        k = inner_step % (len(batch.noise) // 2)
-        return 2 * k, 2 * k + 1
-
-    def sequence_elbo(self, token_logp: torch.Tensor, batch: RolloutBatch) -> torch.Tensor:
-        """(B, T) token estimates -> (B,) sequence ELBOs over ``completion_mask`` (divided by normalise_length)."""
-        elbo = (token_logp * batch.completion_mask.to(token_logp.dtype)).sum(-1)
-        length = self.config.normalise_length
-        return elbo / length if length else elbo
-
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        groups = batch.group_ids
-        if batch.size % 2 or not torch.equal(groups[0::2], groups[1::2]):
-            raise ConfigError("a preference micro-batch must hold whole (chosen, rejected) pairs; "
-                              "set micro_batch_size to an even number")
-        policy_set, ref_set = self._noise_sets(batch, inner_step)
-        est = self.estimator.estimate(policy, batch, batch.noise[policy_set])
-        elbo = self.sequence_elbo(est.token_logp, batch)
-        ref = self.sequence_elbo(batch.ref_logp[ref_set].to(elbo.dtype), batch)
-        reward = self.config.beta * (elbo - ref)  # implicit reward (B,)
-        margin = reward[0::2] - reward[1::2]  # (pairs,)
-        loss = -F.logsigmoid(margin).mean()
-        detached = margin.detach()
-        metrics = {
-            "dpo_loss": float(loss.detach()),
-            "reward_margin": float(detached.mean()),
-            "preference_accuracy": float((detached > 0).float().mean()),
-            "chosen_reward": float(reward[0::2].detach().mean()),
-            "rejected_reward": float(reward[1::2].detach().mean()),
-            "chosen_elbo": float(elbo[0::2].detach().mean()),
-            "rejected_elbo": float(elbo[1::2].detach().mean()),
-        }
-        return LossOutput(loss=loss, weight=float(margin.numel()), metrics=metrics)
 
 
 class VRPOConfig(PreferenceConfig):

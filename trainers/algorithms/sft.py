@@ -1,11 +1,11 @@
-"""Supervised fine-tuning of diffusion LMs: the negative ELBO of (prompt, response) pairs.
+"""Supervised fine-tuning of diffusion LMs: the negative ELBO of (prompt, response) pairs (``negative_elbo``).
 
 Masked diffusion (LLaDA, Dream; ``mc_elbo``): t ~ U(eps, 1), each response token masked with probability t,
 loss = sum over masked tokens of CE / t. Block diffusion (SDAR, LLaDA2; ``block_elbo``): the same on the
 ``[noisy | clean]`` pair with the block attention mask. The papers divide by the response length
 (``normalise: response_tokens``); DARE's LLaDA trainer divides by the number of masked tokens
 (``masked_tokens``). For masked-diffusion models the EOS right-padding is trained (the model learns to end);
-block-diffusion batches exclude padding from attention and loss (see :mod:`dare.trainers.data`).
+block-diffusion batches exclude padding from attention and loss (see :mod:`dare.trainers.training.data`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Literal
 from pydantic import Field
 
 from ..api import Algorithm, AlgorithmConfig, Needs, algorithm
-from ..batch import LossOutput, RolloutBatch
 
 
 class SFTConfig(AlgorithmConfig):
@@ -31,18 +30,5 @@ class SFT(Algorithm):
 
     needs = Needs(rollout=False, rewards=False)
     Config = SFTConfig
+    policy_loss = "negative_elbo"
     default_estimator = {"bidirectional": "mc_elbo", "block_causal": "block_elbo"}
-
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        noise = batch.noise[inner_step % len(batch.noise)]
-        est = self.estimator.estimate(policy, batch, noise)
-        mask = batch.completion_mask
-        total = -(est.token_logp * mask).sum()
-        if self.config.normalise == "masked_tokens":
-            count = float((noise["masked"].to(mask.device) & mask[:, None, :]).sum()) / noise["masked"].shape[1]
-        else:
-            count = float(mask.sum())
-        count = max(count, 1.0)
-        loss = total / count
-        metrics = {"sft_loss": float(loss.detach()), "response_tokens": float(mask.sum())}
-        return LossOutput(loss=loss, weight=count, metrics=metrics)

@@ -16,31 +16,20 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from pydantic import Field
 
 from dare.harness.errors import ConfigError
 
+from ..advantages import AdvantageName
 from ..api import Algorithm, AlgorithmConfig, Estimator, Needs, algorithm
-from ..batch import LossOutput, RolloutBatch
-from ..ops import ADVANTAGES, masked_mean
-from .policy_gradient import AdvantageKind
-
-NEGATIVE_BOUNDS = {
-    "mix": lambda lower, upper, w: w * upper + (1 - w) * lower,
-    "eubo": lambda lower, upper, w: upper,
-    "elbo": lambda lower, upper, w: lower,
-    "zero": lambda lower, upper, w: torch.zeros_like(lower),
-}
 
 
 class SPGConfig(AlgorithmConfig):
-    estimator: str = "sandwich"
     estimator_args: dict = Field(default_factory=lambda: {"samples": 2, "masking": "block_random",
                                                           "block_length": 32, "prompt_mask_prob": 0.15})
     inner_steps: int = 4
     resample_noise: bool = True
-    advantage: AdvantageKind = "mean_baseline"
+    advantage: AdvantageName = "mean_baseline"
     advantage_eps: float = Field(1e-6, gt=0)
     negative_bound: Literal["mix", "eubo", "elbo", "zero"] = Field(
         "mix", description="likelihood surrogate of sequences with A <= 0 (SPG logp_estimation)")
@@ -54,7 +43,8 @@ class SPG(Algorithm):
 
     needs = Needs(rollout=True, attention="bidirectional")
     Config = SPGConfig
-    default_estimator = {"bidirectional": "sandwich"}
+    policy_loss = "sandwich"
+    default_estimator = "sandwich"
 
     def bind(self, attention: str) -> Estimator:
         est = super().bind(attention)
@@ -62,29 +52,3 @@ class SPG(Algorithm):
             raise ConfigError(f"spg needs an estimator with lower and upper bounds (sandwich); {est.name!r} "
                               "gives only one estimate")
         return est
-
-    def advantages(self, batch: RolloutBatch) -> torch.Tensor:
-        cfg = self.config
-        return ADVANTAGES[cfg.advantage](batch.rewards, batch.group_ids, cfg.advantage_eps)
-
-    def surrogate(self, policy, batch: RolloutBatch, inner_step: int) -> tuple[torch.Tensor, dict[str, float]]:
-        """Per-token contributions (B, T) of each row's chosen bound, and bound statistics."""
-        cfg = self.config
-        noise = batch.noise[inner_step % len(batch.noise)]
-        lower, upper, entropy = self.estimator.bounds(policy, batch, noise, cfg.eubo_beta)
-        negative = NEGATIVE_BOUNDS[cfg.negative_bound](lower, upper, cfg.mix_weight)
-        token = torch.where((batch.advantages > 0)[:, None], lower, negative)
-        mask = batch.completion_mask
-        stats = {"elbo_per_token": float(masked_mean(lower.detach(), mask)),
-                 "eubo_per_token": float(masked_mean(upper.detach(), mask)),
-                 "negative_share": float((batch.advantages <= 0).float().mean()),
-                 "entropy": float(masked_mean(entropy, mask))}
-        return token, stats
-
-    def loss(self, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
-        token, metrics = self.surrogate(policy, batch, inner_step)
-        mask = batch.completion_mask
-        adv = batch.advantages[:, None].to(token.dtype)
-        loss = masked_mean(-adv * token, mask)
-        metrics["policy_loss"] = float(loss.detach())
-        return LossOutput(loss=loss, weight=float(mask.sum()), metrics=metrics)

@@ -20,14 +20,14 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from ..advantages import AdvantageName
 from ..api import Needs, algorithm
 from ..batch import LossOutput, RolloutBatch
 from .dipo import DiPO, DiPOConfig, round_sums
-from .policy_gradient import AdvantageKind
 
 
 class TraceRLConfig(DiPOConfig):
-    advantage: AdvantageKind = "population"
+    advantage: AdvantageName = "population"
     clip_low: float = 0.2
     clip_high: float = Field(0.2, ge=0, description="upper clip (TraceRL: symmetric eps 0.2)")
     beta: float = Field(0.01, ge=0, description="KL coefficient (k3)")
@@ -43,7 +43,6 @@ class TraceRL(DiPO):
 
     needs = Needs(rollout=True, trajectory=True, attention="block_causal")
     Config = TraceRLConfig
-    default_estimator = {"block_causal": "block_trajectory"}
 
     def requirements(self) -> Needs:
         needs = super().requirements()

@@ -16,7 +16,7 @@ import torch
 
 from ..api import estimator
 from ..batch import Estimate, RolloutBatch
-from ..sequences import build_layout
+from ..training.sequences import build_layout
 from .elbo import BlockELBO
 
 

@@ -17,7 +17,7 @@ import torch
 
 from ..api import Estimator, estimator
 from ..batch import Estimate, RolloutBatch
-from ..sequences import build_layout, noisy_clean_mask
+from ..training.sequences import build_layout, noisy_clean_mask
 from .masked import response_logp
 
 

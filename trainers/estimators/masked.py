@@ -14,7 +14,7 @@ import torch
 
 from ..api import Estimator, estimator
 from ..batch import Estimate, RolloutBatch
-from ..sequences import Layout, block_causal_mask, build_layout, key_mask
+from ..training.sequences import Layout, block_causal_mask, build_layout, key_mask
 
 
 def attention_mask(policy, layout: Layout, valid: torch.Tensor | None = None) -> torch.Tensor:

@@ -30,7 +30,7 @@ import torch
 
 from ..api import Estimator, estimator
 from ..batch import Estimate, RolloutBatch
-from ..sequences import build_layout
+from ..training.sequences import build_layout
 from .masked import response_logp
 
 

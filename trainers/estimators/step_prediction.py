@@ -11,11 +11,13 @@ decoder computed at step t (tested). Shapes: B rows, T completion tokens, S deco
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..api import Estimator, estimator
 from ..batch import Estimate, RolloutBatch
-from ..sequences import build_layout
+from ..training.sequences import build_layout
 from .masked import attention_mask
 
 
@@ -76,10 +78,40 @@ def step_predictions(policy, batch: RolloutBatch, chunk: int = 8, temperature: f
     return preds, conf
 
 
+@dataclass(frozen=True)
+class StepTargets:
+    """The decoding steps MDPO trains on and what it trains them towards (``batch.extras["mdpo"]``, written by
+    MDPO's ``prepare``; the estimator's draws are these tensors, shared by the old, new and reference passes).
+
+    steps (B, K) long: the chosen steps, the same K for every row.
+    targets (B, K, T) long: the clean prediction x̂0_t of each chosen step.
+    confidence (B, K, T) float: the prediction's probability of each target token.
+    advantages (B, K) float: the step advantages of the chosen steps.
+    step_reward_first / step_reward_last: the mean reward of x̂0 at the first / last step (logged).
+    """
+
+    steps: torch.Tensor
+    targets: torch.Tensor
+    confidence: torch.Tensor
+    advantages: torch.Tensor
+    step_reward_first: float = 0.0
+    step_reward_last: float = 0.0
+
+    def noise(self) -> dict[str, torch.Tensor]:
+        """The estimator's draws: the four tensors by name."""
+        return {"steps": self.steps, "targets": self.targets, "confidence": self.confidence,
+                "advantages": self.advantages}
+
+    def metrics(self) -> dict[str, float]:
+        """What a training step logs about the chosen steps."""
+        return {"step_reward_first": self.step_reward_first, "step_reward_last": self.step_reward_last,
+                "trained_steps": float(self.steps.shape[1])}
+
+
 @estimator("step_prediction")
 class StepPrediction(Estimator):
     """MDPO: token_logp (B, K, T) = log p_θ(x̂0_{t,i} | prompt, x_t), logits / ``temperature``, at the K steps
-    the algorithm chose (``batch.extras["mdpo"]``: steps (B, K), targets (B, K, T)); one forward per (row, chosen step),
+    the algorithm chose (``batch.extras["mdpo"]``, a :class:`StepTargets`: steps (B, K), targets (B, K, T)); one forward per (row, chosen step),
     ``steps_per_forward`` at a time. The draws are those chosen steps, shared by old, new and ref passes."""
 
     forwards = 0  # one per chosen step
@@ -93,9 +125,9 @@ class StepPrediction(Estimator):
 
     def draw(self, batch: RolloutBatch, generator: torch.Generator) -> dict[str, torch.Tensor]:
         chosen = batch.extras.get("mdpo")
-        if chosen is None:
+        if not isinstance(chosen, StepTargets):
             raise ValueError("step_prediction needs the steps chosen by MDPO's prepare (batch.extras['mdpo'])")
-        return dict(chosen)
+        return chosen.noise()
 
     def estimate(self, policy, batch: RolloutBatch, noise: dict[str, torch.Tensor]) -> Estimate:
         if batch.commit_step is None:

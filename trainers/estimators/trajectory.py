@@ -17,7 +17,7 @@ import torch
 
 from ..api import Estimator, estimator
 from ..batch import Estimate, RolloutBatch
-from ..sequences import Layout, block_causal_mask, build_layout
+from ..training.sequences import Layout, block_causal_mask, build_layout
 from .masked import attention_mask
 
 

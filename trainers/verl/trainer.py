@@ -25,12 +25,12 @@ import torch
 from dare.harness.errors import ConfigError
 from dare.harness.parallel import WorkerDiedError
 
-from .. import checkpoint as ckpt
 from ..api import Algorithm
 from ..batch import RolloutBatch
-from ..config import TrainConfig, resolve_algorithm
-from ..rollout import batch_from_generations, rollout_requests
-from ..trainer import MAX_SKIPPED_UPDATES, LocalTrainer, TrainingError
+from ..state import checkpoint as ckpt
+from ..training.config import TrainConfig, resolve_algorithm
+from ..training.rollout import batch_from_generations, rollout_requests
+from ..training.trainer import MAX_SKIPPED_UPDATES, LocalTrainer, TrainingError
 from .dataproto import object_array, to_dataproto
 from .launch import Placement, start_worker_group, stop_worker_group
 from .weightless import materialise, release, weightless_model

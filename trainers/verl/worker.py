@@ -81,7 +81,7 @@ class DareWorker(Worker):
         from dare.harness.registry import engines
         from dare.trainers import plugin  # noqa: F401  (registers the built-in algorithms and estimators)
         from dare.trainers.api import build_algorithm
-        from dare.trainers.policy import ModelPolicy
+        from dare.trainers.training.policy import ModelPolicy
 
         options = {"dtype": spec["dtype"], "record_trajectory": spec["trajectory"]}
         ctx = EngineContext(model_name=spec["model_name"], model_spec=spec["model_spec"],
@@ -197,7 +197,7 @@ class DareWorker(Worker):
     @register(dispatch_mode=Dispatch.DP_COMPUTE_PROTO)
     def update(self, data: DataProto) -> DataProto:
         """``inner_steps`` optimizer updates on this rank's rows; ``meta_info["lrs"]`` gives each update's lr."""
-        from ..trainer import accumulate_gradients
+        from ..training.trainer import accumulate_gradients
         from .dataproto import from_dataproto
 
         batch = from_dataproto(data, self.device)

@@ -7,8 +7,8 @@ to on this CPU (``cpu_capability``), and the versions of torch, Python and the p
 facts; :func:`record` appends them to ``RUN/environment.json``, one entry per (re)start of the run, so a
 resumed run that changed machine or thread count says so.
 
-Data order, rollout seeds and estimator noise already depend only on (seed, step) (trainers/data.py,
-the per-step generators in trainers/trainer.py).
+Data order, rollout seeds and estimator noise already depend only on (seed, step) (trainers/training/data.py,
+the per-step generators in trainers/training/trainer.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from torch import nn
 
 from dare.harness.errors import ConfigError
 
-from .lora import adapter_state, draw_down_projection, load_adapter_state, target_linears
+from .builtin import adapter_state, draw_down_projection, load_adapter_state, target_linears
 
 log = logging.getLogger(__name__)
 ADAPTER = "default"  # peft's adapter name; PeftModel.from_pretrained loads a directory under this name
@@ -45,7 +45,7 @@ def import_peft():
 
 
 class PeftLoRA:
-    """:class:`~dare.trainers.lora_backend.LoraBackend` on peft's LoRA tuner layers."""
+    """:class:`~dare.trainers.lora.backend.LoraBackend` on peft's LoRA tuner layers."""
 
     def __init__(self):
         self.peft = import_peft()

@@ -2,7 +2,7 @@
 its change from the start two ways: paired over the test samples (each sample's score averaged over the
 seeds, bootstrap over samples: is the change real for *these* trainings?) and across seeds (one change per
 seed, t interval: would another seed give it too?). A seed's own row, with its paired interval, stays in
-the per-seed table (trainers/comparison_table.py)."""
+the per-seed table (trainers/experiments/tables.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from dare.harness.metrics import bootstrap_ci
 
-from .comparison_table import _per_sample
+from .tables import _per_sample
 
 PAIRED = ("accuracy", "partial_credit")
 

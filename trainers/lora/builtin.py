@@ -145,7 +145,7 @@ def plain_state(net: nn.Module) -> dict[str, torch.Tensor]:
 
 
 class BuiltinLoRA:
-    """The dependency-free :class:`~dare.trainers.lora_backend.LoraBackend` (``lora_backend: builtin``)."""
+    """The dependency-free :class:`~dare.trainers.lora.backend.LoraBackend` (``lora_backend: builtin``)."""
 
     def apply(self, net: nn.Module, rank: int, alpha: float, dropout: float, targets: tuple[str, ...],
               seed: int) -> list[str]:

@@ -9,6 +9,7 @@ same command resumes from its last checkpoint and continues with the same batche
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -19,29 +20,29 @@ from typing import Any
 import torch
 
 from dare.backends.models.loader import load_model
-from dare.harness import config as hcfg
-from dare.harness.engine import EngineContext
+from dare.harness.engine import EngineContext, InProcessEngine
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
-from dare.harness.resolve import resolve_decoding
 from dare.harness.registry import engines
+from dare.harness.resolve import resolve_decoding
 
-from . import checkpoint as ckpt
-from . import reproducible
-from .api import Needs, build_algorithm
-from .batch import RolloutBatch
+from ..api import Needs, build_algorithm
+from ..batch import RolloutBatch
+from ..lora.backend import BaseModelPolicy, build_lora_backend, plain_weights
+from ..preference.pairs import preference_batch, preference_items
+from ..state import checkpoint as ckpt
+from ..state import reproducible
+from ..state.progress import StepProgress
 from .config import ROLLOUT_DEFAULTS, TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
-from .lora_backend import BaseModelPolicy, build_lora_backend, plain_weights
 from .policy import ModelPolicy, training_kernel
-from .preference import preference_batch, preference_items
 from .rollout import Verifiers, rollout_batch, score, supervised_batch
 from .scoring import CompletionScorer
-from .progress import StepProgress
 
 log = logging.getLogger(__name__)
 MAX_SKIPPED_UPDATES = 8  # consecutive non-finite updates before the run stops
+ROLLOUT_FILE = "rollout.json"  # RUN/rollout.json: what the rollouts decode with (Trainer.rollout_record)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -153,6 +154,8 @@ class LocalTrainer:
             self.metrics.truncate(self.start_step)
             log.info("resuming %s from step %d", run_dir, self.start_step)
         reproducible.record(run_dir, self.start_step, self.environment)
+        if self.needs.rollout:
+            (run_dir / ROLLOUT_FILE).write_text(json.dumps(self.rollout_record(), indent=2, sort_keys=True) + "\n")
         self.verifiers = Verifiers(self.config.reward)
         self._step, self._skipped = self.start_step, 0  # non-finite guard: current step, consecutive skips
 
@@ -166,7 +169,7 @@ class LocalTrainer:
         total = max(cfg.steps * self.algorithm.config.inner_steps - cfg.warmup_steps, 1)
         return 0.5 * (1 + math.cos(math.pi * min(update - cfg.warmup_steps, total) / total))
 
-    def _engine(self, engine_cls, path: Path, device: str, dtype: str):
+    def _engine(self, engine_cls, path: Path, device: str, dtype: str) -> InProcessEngine:
         options = {"dtype": dtype, "record_trajectory": self.needs.trajectory}
         ctx = EngineContext(model_name=self.model_name, model_spec=self.spec, model_path=path, device=device,
                             options=options)
@@ -183,14 +186,40 @@ class LocalTrainer:
                            self.policy.kernel)
 
     def _decodings(self):
+        """The evaluation's DecodingConfig and the rollouts': the evaluation's, the algorithm's typed additions
+        (e.g. CJ-GRPO's schedule), then the user's ``rollout_decoding``, checked against the decoder by the one
+        resolver exactly as an evaluation's settings are (an unread field or unknown ``extra`` option set by the
+        algorithm or the user exits 2 before anything trains)."""
         cfg = self.config
         evaluation = resolve_decoding(self.engine, self.spec, cfg.suite, cfg.decoding, source="decoding").config
         rows = cfg.prompts_per_step * cfg.group_size
-        algo = self.algorithm.rollout_decoding(evaluation, self.engine.model.arch)  # e.g. CJ-GRPO's schedule
-        rollout = {"num_samples": cfg.group_size, "batch_size": rows, **ROLLOUT_DEFAULTS, **algo, **cfg.rollout_decoding}
-        rollout = hcfg.decoding_with_overrides(evaluation.model_dump(), rollout, source="rollout_decoding")
+        self.rollout_additions = self.algorithm.rollout_additions(evaluation, self.engine.model.arch)
+        algo = self.rollout_additions.settings(evaluation) if self.rollout_additions is not None else {}
+        settings = {"num_samples": cfg.group_size, "batch_size": rows, **ROLLOUT_DEFAULTS, **algo,
+                    **cfg.rollout_decoding}
+        try:
+            self.rollout_resolved = resolve_decoding(self.engine, None, cfg.suite, settings, base=evaluation,
+                                                     explicit=set(algo) | set(cfg.rollout_decoding),
+                                                     source="rollout_decoding")
+        except ConfigError as exc:  # name the rollouts' settings, not the generic --set of an evaluation
+            raise ConfigError(exc.problems, source="rollout_decoding") from exc
+        rollout = self.rollout_resolved.config
         self.algorithm.check_rollout(rollout)
         return evaluation, rollout
+
+    def rollout_record(self) -> dict[str, Any]:
+        """What the rollouts decode with, for ``RUN/rollout.json`` and the evaluation's run.json: the resolved
+        DecodingConfig (its hash), the decoder, its typed options, and the algorithm's declared additions."""
+        resolved, additions = self.rollout_resolved, self.rollout_additions
+        decoding = self.rollout_decoding
+        return {
+            "decoding": decoding.model_dump(mode="json", include=set(resolved.fields) if resolved.fields else None),
+            "config_hash": decoding.config_hash(),
+            "decoder": resolved.decoder.name if resolved.decoder is not None else None,
+            "decoder_options": resolved.options.model_dump(mode="json") if resolved.options is not None else None,
+            "algorithm_additions": ({"model": type(additions).__name__, **additions.model_dump(mode="json")}
+                                    if additions is not None else None),
+        }
 
     # ---------------------------------------------------------------- one step
     def _batch(self, step: int, timer: Timer, row: dict[str, Any]) -> RolloutBatch:

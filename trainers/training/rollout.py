@@ -11,12 +11,12 @@ import logging
 
 import torch
 
-from dare.harness.engine import GenerationRequest, request_seed
+from dare.harness.engine import GenerationRequest, InProcessEngine, request_seed
 from dare.harness.errors import ModelError
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.verifiers import verifiers
 
-from .batch import RolloutBatch
+from ..batch import RolloutBatch
 from .data import TrainItem, left_pad, stop_mask
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class Verifiers:
             v.close()
 
 
-def rollout_batch(engine, items: list[TrainItem], decoding: DecodingConfig, seed: int,
+def rollout_batch(engine: InProcessEngine, items: list[TrainItem], decoding: DecodingConfig, seed: int,
                   count_padding: bool, trajectory: bool) -> tuple[RolloutBatch, list[Generation]]:
     """Generate ``decoding.num_samples`` completions per item; rows are item-major (group = item)."""
     gens = engine.generate(rollout_requests(items, decoding, seed), decoding)
@@ -59,7 +59,7 @@ def rollout_requests(items: list[TrainItem], decoding: DecodingConfig, seed: int
             for it in items for i in range(decoding.num_samples)]
 
 
-def batch_from_generations(engine, items: list[TrainItem], decoding: DecodingConfig, gens: list[Generation],
+def batch_from_generations(engine: InProcessEngine, items: list[TrainItem], decoding: DecodingConfig, gens: list[Generation],
                            count_padding: bool, trajectory: bool) -> RolloutBatch:
     """The :class:`RolloutBatch` of ``gens`` (in request order); ``engine`` only tokenises the prompts."""
     loaded = engine.model
@@ -90,7 +90,7 @@ def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generatio
     return rewards, passed, errors
 
 
-def supervised_batch(engine, items: list[TrainItem], verifier_pool: Verifiers, count_padding: bool,
+def supervised_batch(engine: InProcessEngine, items: list[TrainItem], verifier_pool: Verifiers, count_padding: bool,
                      pad_to: int = 0) -> RolloutBatch:
     """(prompt, gold completion + EOS) pairs, right-padded with the pad id to the longest response or
     ``pad_to``. Masked-diffusion models see and (with ``count_padding``) learn the padding, LLaDA style:

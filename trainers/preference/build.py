@@ -1,7 +1,7 @@
 """Build the shipped preference pairs from the project's own verifiers (deterministic).
 
-    python -m dare.trainers.preference_data                 # writes harness/data/{sudoku,countdown}_preference.jsonl
-    python -m dare.trainers.preference_data --out DIR --pairs 32
+    python -m dare.trainers.preference.build                 # writes harness/data/{sudoku,countdown}_preference.jsonl
+    python -m dare.trainers.preference.build --out DIR --pairs 32
 
 For train prompts drawn with a fixed seed: ``chosen`` is the verifier's gold completion (Sudoku: the
 reference grid; Countdown: an expression found by the verifier's solver) and ``rejected`` the same
@@ -25,7 +25,7 @@ from dare.harness.data import DATA_DIR, load_samples
 from dare.harness.records import Sample
 from dare.harness.verifiers import verifiers
 
-from .preference import PreferenceRecord, shipped_name
+from .pairs import PreferenceRecord, shipped_name
 
 DEFAULT_PAIRS = 128
 SEED = 20260530
@@ -107,7 +107,7 @@ def write_pairs(records: list[PreferenceRecord], path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dare.trainers.preference_data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dare.trainers.preference.build", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DATA_DIR, help="output folder (default: the shipped data folder)")
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="pairs per benchmark")
     parser.add_argument("--benchmarks", nargs="+", default=["sudoku", "countdown"])

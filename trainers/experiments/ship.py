@@ -1,6 +1,6 @@
 """Package a training run's final checkpoint as a shipped model directory (configs/models/NAME/).
 
-    python -m dare.trainers.ship RUN_DIR configs/models/tiny-llada
+    python -m dare.trainers.experiments.ship RUN_DIR configs/models/tiny-llada
 
 Copies the last complete checkpoint's weights (cast to bf16, the dtype of every shipped checkpoint), its
 config and tokenizer files, and next to them the run's ``train_config.json`` and ``metrics.jsonl`` as
@@ -9,7 +9,7 @@ A model trained in stages (each stage's ``--model-path`` the previous stage's fi
 earlier runs, oldest first, with ``--after``; they are kept as ``training_stageK_config.json`` /
 ``training_stageK_log.jsonl`` (K = 1, 2, ...), the final stage under the names above::
 
-    python -m dare.trainers.ship runs/stage2 configs/models/tiny-llada-long --after runs/stage1
+    python -m dare.trainers.experiments.ship runs/stage2 configs/models/tiny-llada-long --after runs/stage1
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from dare.backends.models.loader import TOKENIZER_FILES
 from dare.harness.errors import ConfigError
 
-from . import checkpoint as ckpt
+from ..state import checkpoint as ckpt
 
 
 def ship(run_dir: Path, destination: Path, dtype: torch.dtype = torch.bfloat16,

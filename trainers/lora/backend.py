@@ -1,6 +1,6 @@
 """One interface for LoRA implementations, chosen by ``TrainConfig.lora_backend`` through a registry.
 
-``builtin`` (:mod:`.lora`, no dependency) and ``peft`` (:mod:`.lora_peft`, Hugging Face peft from the
+``builtin`` (:mod:`.builtin`, no dependency) and ``peft`` (:mod:`.peft`, Hugging Face peft from the
 ``train`` extra) put adapters on exactly the same ``nn.Linear`` layers, draw the same initial adapters from
 ``config.seed``, and give the trainer the same services: the base model with adapters switched off (the
 reference policy), the adapter tensors (exact resume) and the merged weights under the base names (the
@@ -40,8 +40,8 @@ class LoraBackend(Protocol):
 
 
 lora_backends: Registry[type] = Registry("LoRA backend")
-lora_backends.register("builtin", "dare.trainers.lora:BuiltinLoRA")
-lora_backends.register("peft", "dare.trainers.lora_peft:PeftLoRA")
+lora_backends.register("builtin", "dare.trainers.lora.builtin:BuiltinLoRA")
+lora_backends.register("peft", "dare.trainers.lora.peft:PeftLoRA")
 
 
 def build_lora_backend(name: str) -> LoraBackend:

@@ -10,7 +10,7 @@ A comparison config (``configs/experiments/compare_*.yaml``, ``kind: comparison`
 - ``runs``: one entry per algorithm or preset, with the few per-run overrides the comparison allows;
 - ``seeds`` (optional): train every run once per seed (``runs/NAME-sSEED``), the start shared, and report each
   run's mean over the seeds with an interval across them beside the paired interval
-  (trainers/comparison_seeds.py).
+  (trainers/experiments/seeds.py).
 
 ``dare-compare CONFIG --out DIR`` trains what is missing (each run resumes as ``dare-train`` does), evaluates
 the start and every final checkpoint on the suite's test split with that one DecodingConfig, and writes
@@ -41,14 +41,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from dare.harness import config as hcfg
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
-from dare.harness.resolve import layered
 from dare.harness.registry import architectures
+from dare.harness.resolve import layered
 
-from . import checkpoint as ckpt
-from .api import build_algorithm
-from .config import TrainConfig, load_experiment, resolve_algorithm
-from .comparison_table import CPU_FILE, summarise
-from .evaluate import evaluate_checkpoint, evaluate_model, read_eval_marker, write_eval_marker
+from ..api import build_algorithm
+from ..state import checkpoint as ckpt
+from ..training.config import TrainConfig, load_experiment, resolve_algorithm
+from ..training.evaluate import evaluate_checkpoint, evaluate_model, read_eval_marker, write_eval_marker
+from .tables import CPU_FILE, summarise
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class ComparisonRunner:
 
     def _train_and_evaluate(self, config: TrainConfig, run_dir: Path) -> Path:
         """Train (resuming), then evaluate the final checkpoint with the comparison's decoding and limit."""
-        from .trainer import LocalTrainer
+        from ..training.trainer import LocalTrainer
 
         final = ckpt.latest(run_dir)
         if final is not None and int(final.name.split("-")[1]) == config.steps and read_eval_marker(run_dir):

@@ -25,7 +25,7 @@ from dare.backends.models.loader import TOKENIZER_FILES
 from dare.harness.errors import ConfigError
 from dare.harness.rundir import hold
 
-from .lora_backend import LoraBackend, WeightsView
+from ..lora.backend import LoraBackend, WeightsView
 
 log = logging.getLogger(__name__)
 STATE_FILE = "trainer_state.pt"
@@ -96,7 +96,7 @@ def exclusive(run_dir: Path) -> Iterator[None]:
 
 def _differences(saved: dict[str, Any] | None, now: dict[str, Any]) -> str:
     """``"lr: 1e-05 there, 0.5 now; algo.beta: default there, 0.1 now"`` for the fingerprinted settings."""
-    from .config import TrainConfig
+    from ..training.config import TrainConfig
 
     try:
         old = TrainConfig.model_validate(saved or {}).fingerprint_data()
@@ -125,7 +125,7 @@ def _differences(saved: dict[str, Any] | None, now: dict[str, Any]) -> str:
 def _fingerprint_now(saved: dict[str, Any] | None) -> str | None:
     """The saved settings' fingerprint as this version computes it: a run written before a field was added
     (or before a change of the hashing) still resumes when its settings are the same."""
-    from .config import TrainConfig
+    from ..training.config import TrainConfig
 
     try:
         return TrainConfig.model_validate(saved or {}).fingerprint()

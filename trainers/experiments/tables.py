@@ -10,7 +10,7 @@ from typing import Any
 from dare.harness.metrics import bootstrap_ci
 from dare.harness.records import RunRecord
 
-from .evaluate import read_eval_marker
+from ..training.evaluate import read_eval_marker
 
 CPU_FILE = "cpu_seconds.json"
 
@@ -71,7 +71,7 @@ def comparison_tables(rows: list[dict[str, Any]], comparison) -> tuple[list[dict
     """(the across-seed rows, the markdown): with ``seeds``, the table over seeds first, then every seed's."""
     if comparison.seeds is None:
         return [], markdown_table(rows)
-    from .comparison_seeds import seed_rows, seed_table
+    from .seeds import seed_rows, seed_table
 
     across = seed_rows(rows, _per_sample(Path(rows[0]["eval_run"])), comparison)
     return across, seed_table(rows[0], across) + "\n\nEach seed:\n\n" + markdown_table(rows)

@@ -5,7 +5,7 @@ template renders ``prompt`` + ``metadata`` exactly as evaluation does (a pair is
 model is tested with); ``chosen`` / ``rejected`` are the assistant completions. Malformed lines fail with
 one line naming the file, the line number and the problem. Without a file, a suite's pairs are the shipped
 ``harness/data/<benchmark>_preference.jsonl`` (sha256-checked; built by ``python -m
-dare.trainers.preference_data``).
+dare.trainers.preference.build``).
 
 Batch layout (:func:`preference_batch`): 2N rows interleaved, row 2i = chosen and row 2i + 1 = rejected of
 pair i, both with group id i, right-padded to one width like SFT batches (completion + EOS).
@@ -21,13 +21,14 @@ from typing import Any
 import torch
 from dare.harness import config as hcfg
 from dare.harness.data import DATA_DIR, verified_path
+from dare.harness.engine import InProcessEngine
 from dare.harness.errors import DataError
 from dare.harness.prompts import template
 from dare.harness.records import Message, Sample
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .batch import RolloutBatch
-from .rollout import text_pairs_batch
+from ..batch import RolloutBatch
+from ..training.rollout import text_pairs_batch
 
 
 class PreferenceRecord(BaseModel):
@@ -134,10 +135,10 @@ def preference_items(suite_name: str, pairs: str | None = None) -> list[Preferen
     return items
 
 
-def preference_batch(engine, items: list[PreferenceItem], count_padding: bool) -> RolloutBatch:
+def preference_batch(engine: InProcessEngine, items: list[PreferenceItem], count_padding: bool) -> RolloutBatch:
     """Interleaved (chosen, rejected) rows of ``items``: completion + EOS, right-padded with the pad id.
     Masked-diffusion models see the padding (counted only with ``count_padding``), block-diffusion models
-    never see it (as :func:`~dare.trainers.rollout.supervised_batch`)."""
+    never see it (as :func:`~dare.trainers.training.rollout.supervised_batch`)."""
     prompts, responses = [], []
     for it in items:
         ids = engine.prompt_ids(it.messages)

@@ -45,15 +45,24 @@ def evaluate_checkpoint(trainer, checkpoint: Path, out_dir: Path, limit: int | N
     ``decoding``); returns the run dir."""
     cfg = trainer.config
     step = int(checkpoint.name.split("-")[1])
+    estimator = trainer.estimator  # the estimator the config's "auto" resolved to, with its options
     training = TrainingLink(
         run=trainer.run_dir.name, run_dir=str(trainer.run_dir), algorithm=trainer.algorithm.name,
         algorithm_config=trainer.algorithm.config.model_dump(mode="json"), base_model=trainer.model_name,
         base_model_path=str(trainer.base_path), step=step, checkpoint=str(checkpoint),
         config=cfg.model_dump(mode="json"), curve=curve(trainer.metrics.rows()),
+        **({"estimator": {"name": estimator.name, "options": _jsonable(estimator.options())}} if estimator else {}),
+        # the rollouts' decoding and the algorithm's declared additions to it
+        **({"rollout": trainer.rollout_record()} if trainer.needs.rollout else {}),
     )
     name = f"{trainer.model_name}+{trainer.algorithm.name}-step{step}"
     return evaluate_model(name, trainer.spec, checkpoint, cfg, decoding or trainer.decoding, out_dir, limit, command,
                           training, device=str(trainer.policy.device), progress=progress)
+
+
+def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (bool, int, float, str, type(None), list, tuple)) else repr(v)
+            for k, v in options.items()}
 
 
 def write_eval_marker(directory: Path, eval_dir: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .batch import RolloutBatch
+from ..batch import RolloutBatch
 
 
 @dataclass
