@@ -28,7 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dare.harness.errors import DareError, InputError
+from dare.harness.cliutil import run_cli
+from dare.harness.errors import InputError
 from dare.leaderboards.build import build_site
 from dare.leaderboards.frontier import build_frontiers
 from dare.leaderboards.loading import load_runs
@@ -72,10 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, help="keep the built site here (default: a temporary folder)")
     parser.add_argument("--width", type=int, default=1120, help="viewport width in CSS pixels")
     args = parser.parse_args(argv)
+    return run_cli("frontier_picture", lambda: _picture(args))
+
+
+def _picture(args) -> int:
     if not args.records.is_dir():
-        print(f"frontier_picture: error: --records {args.records}: no such directory; run "
-              f"benchmarks/decode_frontier.py --out {args.records}/<model> first", file=sys.stderr)
-        return 2
+        raise InputError(f"--records {args.records}: no such directory; run "
+                         f"benchmarks/decode_frontier.py --out {args.records}/<model> first")
     keep = args.site is not None
     site = args.site or Path(tempfile.mkdtemp(prefix="frontier-site-")) / "site"
     try:
@@ -85,9 +89,6 @@ def main(argv: list[str] | None = None) -> int:
                              "with the same settings; run benchmarks/decode_frontier.py --out there first")
         size = screenshot(report.out / "frontier" / "index.html", args.out, args.width)
         found = machines(args.records)
-    except DareError as exc:
-        print(f"frontier_picture: error: {exc}", file=sys.stderr)
-        return exc.exit_code
     finally:
         if not keep:
             shutil.rmtree(site.parent, ignore_errors=True)

@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dare.harness.errors import DareError, InputError
+from dare.harness.cliutil import run_cli
+from dare.harness.errors import InputError
 from dare.harness.records import RunRecord
 from dare.trainers.experiments.compare import load_comparison
 from dare.trainers.experiments.tables import comparison_rows, comparison_tables
@@ -103,13 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("sources", nargs="+", metavar="CONFIG=DIR")
     p.add_argument("--check", action="store_true", help="exit 1 if the README differs from the records")
     args = p.parse_args(argv)
+    return run_cli("readme_figures", lambda: _regenerate(args))
+
+
+def _regenerate(args) -> int:
+    sources = dict((k, Path(v)) for k, _, v in (s.partition("=") for s in args.sources))
     try:
-        sources = dict((k, Path(v)) for k, _, v in (s.partition("=") for s in args.sources))
         before = args.readme.read_text()
-        after = regenerate(before, sources)
-    except (DareError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        raise InputError(f"cannot read {args.readme}: {exc.strerror}") from None
+    after = regenerate(before, sources)
     changed = after != before
     if not args.check and changed:
         args.readme.write_text(after)

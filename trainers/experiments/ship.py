@@ -61,17 +61,23 @@ def ship(run_dir: Path, destination: Path, dtype: torch.dtype = torch.bfloat16,
     return destination
 
 
-if __name__ == "__main__":
-    import argparse
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dare.trainers.experiments.ship RUN DEST [--after EARLIER]``: prints the shipped folder."""
+    from dare.harness.cliutil import Parser, run_cli
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="ship", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("destination", type=Path)
     parser.add_argument("--after", type=Path, action="append", default=[], metavar="RUN_DIR",
                         help="an earlier stage's run (repeat, oldest first)")
-    args = parser.parse_args()
-    try:
+    args = parser.parse_args(argv)
+
+    def body() -> int:
         sys.stdout.write(f"{ship(args.run_dir, args.destination, after=tuple(args.after))}\n")
-    except ConfigError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(2)
+        return 0
+
+    return run_cli("ship", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
