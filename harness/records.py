@@ -134,6 +134,12 @@ class DecodingConfig(Record):
             )
         return self
 
+    def extra_with(self, options: dict[str, Any]) -> JsonDict | None:
+        """``extra`` with decoder ``options`` merged in (a caller's additions, validated later by the resolver
+        against the decoder's Options), or None when that changes nothing."""
+        merged = {**self.extra, **options}
+        return merged if merged != self.extra else None
+
     def config_hash(self) -> str:
         """Short sha256 of the semantic fields (everything except ``batch_size``)."""
         return sha256_text(canonical_json(self.model_dump(exclude={"batch_size"})))[:16]

@@ -136,8 +136,8 @@ class RolloutAdditions(BaseModel):
         values = {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
         fields = set(DecodingConfig.model_fields) - {"extra"}
         out = {k: v for k, v in values.items() if k in fields}
-        extra = {**decoding.extra, **{k: v for k, v in values.items() if k not in fields}}
-        if extra != decoding.extra:
+        extra = decoding.extra_with({k: v for k, v in values.items() if k not in fields})
+        if extra is not None:
             out["extra"] = extra
         return out
 
@@ -289,7 +289,8 @@ def estimator_options_model(cls: type) -> type[BaseModel]:
         hints = typing.get_type_hints(cls.__init__)
     except (NameError, TypeError):  # an annotation that does not resolve here: untyped, still named
         hints = {}
-    params = list(inspect.signature(cls.__init__).parameters.values())
+    # a class without its own __init__ takes no options (object's signature would read as "any key")
+    params = [] if cls.__init__ is object.__init__ else list(inspect.signature(cls.__init__).parameters.values())
     for p in params:
         if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue

@@ -1,4 +1,5 @@
-"""Decoders and caches are declared specs, and nothing under backends/decoding or trainers reads an untyped option.
+"""Decoders, caches, estimators and algorithms are declared, typed specs, and nothing under backends/decoding or
+trainers reads an untyped option.
 
 A setting reaches a decoder, a cache, an estimator or an algorithm only through its typed Options (validated,
 recorded, hashed): a module that reads ``DecodingConfig.extra`` or takes settings through ``**kwargs`` could
@@ -17,7 +18,7 @@ import pytest
 from dare.backends.decoding.spec import CacheSpec, DecoderSpec, decoder_specs
 from dare.harness.options import Options
 from dare.harness.records import DecodingConfig
-from dare.harness.registry import caches, decoders
+from dare.harness.registry import advantages, algorithms, caches, decoders, estimators, load_plugins, losses
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("backends/decoding", "trainers")
@@ -85,3 +86,36 @@ def test_aliases_are_the_same_spec():
     assert decoders.get("dream:low_confidence") is decoders.get("dream:maskgit_plus")
     assert decoders.get("block:threshold") is decoders.get("block:low_confidence_dynamic")
     assert "dream:low_confidence" not in decoder_specs()
+
+
+def _typed(model) -> bool:
+    """A pydantic model that refuses unknown keys and builds with its defaults alone."""
+    return model.model_config.get("extra") == "forbid" and model.model_fields is not None
+
+
+@pytest.mark.parametrize("name", sorted(set(algorithms.names())))
+def test_every_registered_algorithm_is_typed_and_reads_typed_settings(name):
+    load_plugins()
+    cls = algorithms.get(name)
+    assert _typed(cls.Config) and cls.Config()  # settings: a validated model with every default
+    assert cls.policy_loss in losses, (name, cls.policy_loss)  # its loss is a registered one
+    if "advantage" in cls.Config.model_fields:  # policy-gradient algorithms name a registered estimator of it
+        assert cls.Config().advantage in advantages
+    assert _untyped_reads(Path(inspect.getsourcefile(cls))) == []
+
+
+@pytest.mark.parametrize("name", sorted(set(estimators.names())))
+def test_every_registered_estimator_has_typed_options(name):
+    load_plugins()
+    cls = estimators.get(name)
+    assert _typed(cls.Options) and cls.Options()
+    assert _untyped_reads(Path(inspect.getsourcefile(cls))) == []
+
+
+def test_losses_and_advantages_are_registered_functions_reading_typed_settings():
+    load_plugins()
+    assert {"grpo", "mean_baseline", "rloo", "population"} <= set(advantages.names())
+    assert len(losses.names()) >= 8
+    for registry in (losses, advantages):
+        for name in registry.names():
+            assert _untyped_reads(Path(inspect.getsourcefile(registry.get(name)))) == [], name
