@@ -117,20 +117,28 @@ class EvalRequest:
         object.__setattr__(self, "command", tuple(self.command or ()))
 
 
-def plan(request: EvalRequest | None = None, /, **keywords: Any) -> EvalPlan:
+def plan(request: EvalRequest | str | None = None, /, *positional: Any, **keywords: Any) -> EvalPlan:
     """Resolve and validate an evaluation without generating anything (see the module doc).
 
-    Takes an :class:`EvalRequest`, or its fields as keywords (``dare.plan(model=..., suite=...)``). No side
+    Takes an :class:`EvalRequest`, or its fields (``dare.plan(model=..., suite=...)``; model, suite, engine and
+    overrides also by position). No side
     effects: nothing is written, no weights are loaded, no worker starts (``workers`` > 1 start in
     :func:`evaluate`). ``overrides`` win over the ``decoding``, ``engine_options`` and ``verifier_options``
     dicts. ``spec`` with ``model_path`` evaluates a checkpoint under the settings of a known model while
     recording it as ``label`` (a trained checkpoint); ``training`` links the record to the run that produced it.
     """
-    if request is None:
-        request = EvalRequest(**keywords)
-    elif keywords or not isinstance(request, EvalRequest):
-        raise TypeError("plan() takes an EvalRequest or keyword arguments, not both")
-    return _resolve(request)
+    if isinstance(request, EvalRequest):
+        if positional or keywords:
+            raise TypeError("plan() takes an EvalRequest or the request's fields, not both")
+        return _resolve(request)
+    given = ((request,) if request is not None else ()) + positional  # the positional form: model, suite, ...
+    if len(given) > len(POSITIONAL):
+        raise TypeError(f"plan() takes at most {len(POSITIONAL)} positional fields ({', '.join(POSITIONAL)})")
+    return _resolve(EvalRequest(**dict(zip(POSITIONAL, given)), **keywords))
+
+
+#: the fields ``plan()`` also takes by position, in this order (its signature before EvalRequest)
+POSITIONAL = ("model", "suite", "engine", "overrides")
 
 
 def _resolve(r: EvalRequest) -> EvalPlan:

@@ -47,25 +47,26 @@ def test_ascending_schedule_doubles_never_decreases_and_fills_the_block(length):
     log2 = length.bit_length() - 1
     assert steps in (log2, log2 + 1)  # the paper's log2(L) steps, one more where the last step is large enough
     assert steps == log2 or length & (length - 1) or length < 4
-    too_many = DecodingConfig(gen_length=length, block_length=length, steps=steps + 1,
-                              extra={"step_schedule": "ascending"})
+    too_many = DecodingConfig(gen_length=length, block_length=length, steps=steps + 1)
     with pytest.raises(ConfigError, match="at most"):
-        step_quotas(too_many, torch.tensor([length]), steps + 1)
+        step_quotas(too_many, "ascending", torch.tensor([length]), steps + 1)
 
 
 def test_eos_gamma_rises_linearly_and_touches_only_stop_proposals():
     model = SimpleNamespace(stop_ids=(7, 9))
     x0 = torch.tensor([[7, 3, 9, 1]])
     conf = torch.full((1, 4), 0.8, dtype=torch.float64)
-    cfg = DecodingConfig(gen_length=8, block_length=8, steps=5, extra={"eos_gamma": [0.01, 1.0]})
+    cfg = DecodingConfig(gen_length=8, block_length=8, steps=5)
     for step, gamma in [(0, 0.01), (2, 0.505), (4, 1.0)]:
-        out = early_eos_rejection(conf, x0, step, 5, cfg, model)
+        out = early_eos_rejection(conf, x0, step, 5, cfg, (0.01, 1.0), "uniform", model)
         assert torch.allclose(out, torch.tensor([[0.8 * gamma, 0.8, 0.8 * gamma, 0.8]], dtype=torch.float64))
-    ascending = cfg.model_copy(update={"steps": 3, "extra": {"eos_gamma": [0.01, 1.0], "step_schedule": "ascending"}})
+    ascending = cfg.model_copy(update={"steps": 3})
     # progress = share of the block committed after the step: 1/8, 3/8, 8/8 for quotas 1, 2, 5
-    got = [float(early_eos_rejection(conf, x0, s, 3, ascending, model)[0, 0]) / 0.8 for s in range(3)]
+    got = [float(early_eos_rejection(conf, x0, s, 3, ascending, (0.01, 1.0), "ascending", model)[0, 0]) / 0.8
+           for s in range(3)]
     assert got == pytest.approx([0.01 + 0.99 * f for f in (1 / 8, 3 / 8, 1.0)])
-    assert torch.equal(early_eos_rejection(conf, x0, 0, 5, DecodingConfig(gen_length=8, block_length=8), model), conf)
+    plain = DecodingConfig(gen_length=8, block_length=8)
+    assert torch.equal(early_eos_rejection(conf, x0, 0, 5, plain, None, "uniform", model), conf)
 
 
 class _Item:
