@@ -5,8 +5,9 @@ registry, verifiers, runner), ``dare.backends`` (models, decoders, engines), ``d
 (algorithm plugins) and ``dare.leaderboards`` (static site builder).
 
 The library entry point is ``dare.plan(model=..., suite=..., engine=..., overrides=[...])`` (or
-``dare.plan(dare.EvalRequest(...))``; everything resolved and validated, nothing generated or started) and ``dare.evaluate(plan) -> RunRecord``; ``dare.describe(plan)``
-is what ``dare-eval --dry-run`` prints. They are imported on first use, so ``import dare`` stays cheap.
+``dare.plan(dare.EvalRequest(...))``; everything resolved and validated, nothing generated or started) and
+``dare.evaluate(plan) -> RunRecord``; ``dare.describe(plan)`` is what ``dare-eval --dry-run`` prints. They are
+imported on first use, so ``import dare`` stays cheap.
 """
 
 __version__ = "0.1.0"

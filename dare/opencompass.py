@@ -15,5 +15,6 @@ See :mod:`dare.backends.opencompass.configs`.
 from dare.backends.opencompass.configs import dare_dataset, dare_datasets, dare_model  # noqa: F401
 
 _bridge = __import__("dare.backends.opencompass.configs", fromlist=["dare_model"])
-dare_dataset, dare_datasets, dare_model = _bridge.dare_dataset, _bridge.dare_datasets, _bridge.dare_model
+# the deliberate second binding: the import above declares the names for mmengine, this one makes them real
+dare_dataset, dare_datasets, dare_model = _bridge.dare_dataset, _bridge.dare_datasets, _bridge.dare_model  # noqa: F811
 del _bridge

@@ -79,7 +79,8 @@ class JsonlCache:
                 f.flush()
                 os.fsync(f.fileno())
         except OSError as exc:
-            raise InputError(f"cannot write the cache at {self.path}: {exc.strerror}; pass a writable --cache-dir") from exc
+            raise InputError(f"cannot write the cache at {self.path}: {exc.strerror}; "
+                             "pass a writable --cache-dir") from exc
         self._items.update(items)
 
 

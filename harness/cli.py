@@ -17,8 +17,8 @@ from . import config as cfg
 from .cliutil import Parser, add_set_argument, progress_bars, run_cli
 from .dryrun import describe, rule_lines
 from .plan import EvalRequest, evaluate, plan
-from .resolve import layered
 from .registry import caches, decoders, engines, load_plugins, metrics
+from .resolve import layered
 from .runner import EvalPlan
 from .verifiers import verifiers
 
@@ -32,16 +32,20 @@ def build_parser() -> Parser:
     p.add_argument("--model", help="model name from configs/models (see --list); a free label with --backend replay")
     p.add_argument("--model-path", help="checkpoint directory (config.json, *.safetensors, tokenizer files)")
     p.add_argument("--suite", help="suite or benchmark name: math, code, planning, gsm8k, sudoku, ... (see --list)")
-    p.add_argument("--backend", "--engine", dest="backend", default="torch", help="engine: torch (default), replay, ... (see --list)")
-    p.add_argument("--completions", help="with --backend replay: JSONL of {\"id\": sample id, \"completion\": text}; repeated ids are the k samples")
+    p.add_argument("--backend", "--engine", dest="backend", default="torch",
+                   help="engine: torch (default), replay, ... (see --list)")
+    p.add_argument("--completions", help="with --backend replay: JSONL of {\"id\": sample id, \"completion\": text}; "
+                   "repeated ids are the k samples")
     p.add_argument("--limit", type=int, help="keep the first N samples of each benchmark, in file order")
     p.add_argument("--seed", type=int, help="decoding seed (same as --set seed=N)")
     p.add_argument("--out", default="runs", help="directory under which the run directory is created (default: runs/)")
     p.add_argument("--cache-dir", help="generation and verdict cache (default: OUT/.cache); reruns resume from it")
-    add_set_argument(p, "override a setting: a decoding field (gen_length=256, steps=128, block_length=32, temperature=0.7, "
-                     "num_samples=8, batch_size=4, ...), verifier.OPTION=V or engine.OPTION=V; repeatable")
+    add_set_argument(p, "override a setting: a decoding field (gen_length=256, steps=128, block_length=32, "
+                     "temperature=0.7, num_samples=8, batch_size=4, ...), verifier.OPTION=V or engine.OPTION=V; "
+                     "repeatable")
     p.add_argument("--workers", type=int, default=1,
-                   help="data-parallel engine replicas as Ray actors (one per GPU, or per CPU core); needs the rl extra")
+                   help="data-parallel engine replicas as Ray actors (one per GPU, or per CPU core); "
+                   "needs the rl extra")
     p.add_argument("--device", help="torch device for model engines (default: cuda if available, else cpu)")
     p.add_argument("--unsafe-local-exec", action="store_true",
                    help="let code verification run without OS isolation when none is available (recorded in run.json)")
@@ -49,7 +53,8 @@ def build_parser() -> Parser:
     p.add_argument("--dry-run", action="store_true",
                    help="print the resolved plan (decoding with its hash, engine/decoder/verifier options, data hash, "
                    "prompt template) and exit without generating")
-    p.add_argument("--list", action="store_true", help="list suites, benchmarks, engines, models, verifiers and metrics, then exit")
+    p.add_argument("--list", action="store_true",
+                   help="list suites, benchmarks, engines, models, verifiers and metrics, then exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     return p
 
@@ -89,7 +94,8 @@ def _model_lines(spec: cfg.ModelSpec) -> list[str]:
     out = [f"  {spec.name}{aliases}"]
     for suite in cfg.names("suites"):
         line = f"    {suite}: {_decoding_text(_model_decoding(spec, suite))}"
-        alone = [f"{b}: {_decoding_text(_model_decoding(spec, b))}" for b in cfg.suite(suite).benchmarks if b in spec.decoding]
+        alone = [f"{b}: {_decoding_text(_model_decoding(spec, b))}" for b in cfg.suite(suite).benchmarks
+                 if b in spec.decoding]
         out.append(line + (f" (alone: {'; '.join(alone)})" if alone else ""))
     return out
 
@@ -134,7 +140,8 @@ def summary(run_dir: Path) -> str:
     lines = []
     for bench, values in record["metrics"].items():
         for metric, m in values.items():
-            lines.append(f"{bench:>14} {metric:<15} {100 * m['value']:6.2f}  [{100 * m['ci'][0]:.2f}, {100 * m['ci'][1]:.2f}]  n={m['n']}")
+            lines.append(f"{bench:>14} {metric:<15} {100 * m['value']:6.2f}  "
+                         f"[{100 * m['ci'][0]:.2f}, {100 * m['ci'][1]:.2f}]  n={m['n']}")
         errors = record["counts"][bench].get("error", 0)
         if errors:
             lines.append(f"{bench:>14} infrastructure errors (excluded): {errors}")
@@ -144,7 +151,8 @@ def summary(run_dir: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=f"{PROG}: %(levelname)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format=f"{PROG}: %(levelname)s: %(message)s")
     started: list[EvalPlan] = []  # the resolved plan, once there is one: an interruption names its run directory
 
     def interrupted() -> str:

@@ -110,7 +110,8 @@ def check_device(device: str | None) -> None:
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
             build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-            raise PrerequisiteError(f"--device {device}: no CUDA device is available (torch {torch.__version__}, {build}); "
+            raise PrerequisiteError(f"--device {device}: no CUDA device is available "
+                                    f"(torch {torch.__version__}, {build}); "
                                     "use --device cpu, or install a CUDA build of torch on a machine with a GPU")
         if parsed.index is not None and parsed.index >= torch.cuda.device_count():
             raise InputError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) are visible")

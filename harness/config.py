@@ -59,7 +59,8 @@ class ModelSpec(Spec):
     chat_template: str = Field("tokenizer", description="'tokenizer' (from tokenizer_config.json), 'none', or a file")
     mask_id: int | None = None
     eos_id: int | None = None
-    decoding: dict[str, dict[str, Any]] = Field(default_factory=dict, description="'default' and per-suite/benchmark overrides")
+    decoding: dict[str, dict[str, Any]] = Field(default_factory=dict,
+                                                description="'default' and per-suite/benchmark overrides")
 
     def decoding_for(self, suite: str, benchmark: str | None = None) -> dict[str, Any]:
         """The model authors' decoding fields for a suite: default, then suite, then benchmark overrides."""
@@ -82,7 +83,8 @@ def validation_problems(exc: ValidationError) -> list[str]:
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         got = err.get("input")
-        shown = f" (got {got!r})" if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict) else ""
+        shown = (f" (got {got!r})" if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict)
+                 else "")
         problems.append(f"{loc}: {msg}{shown}")
     return problems
 
@@ -121,7 +123,8 @@ def names(kind: str) -> list[str]:
 def _load(kind: str, name: str, model: type[M], what: str) -> M:
     path = catalog(kind).get(name)
     if path is None:
-        raise RegistryError(f"unknown {what} {name!r}{did_you_mean(name, names(kind))} (available: {', '.join(names(kind))})")
+        raise RegistryError(f"unknown {what} {name!r}{did_you_mean(name, names(kind))} "
+                            f"(available: {', '.join(names(kind))})")
     spec = load_yaml_model(path, model)
     if getattr(spec, "name", name) != name:
         raise ConfigError(f"name {spec.name!r} does not match the file name {name!r}", source=str(path))
@@ -156,7 +159,8 @@ def model(name: str) -> ModelSpec:
     canonical = model_name(name)
     if canonical not in catalog("models"):  # suggestions include the aliases people type
         known = sorted(set(names("models")) | set(model_aliases()))
-        raise RegistryError(f"unknown model {name!r}{did_you_mean(name, known)} (available: {', '.join(names('models'))})")
+        raise RegistryError(f"unknown model {name!r}{did_you_mean(name, known)} "
+                            f"(available: {', '.join(names('models'))})")
     return _load("models", canonical, ModelSpec, "model")
 
 
@@ -174,14 +178,16 @@ def suite(name: str) -> SuiteSpec:
         return spec
     if name in catalog("benchmarks"):
         return SuiteSpec(name=name, benchmarks=[name])
-    raise RegistryError(f"unknown suite {name!r}{did_you_mean(name, suite_names())} (available: {', '.join(suite_names())})")
+    raise RegistryError(f"unknown suite {name!r}{did_you_mean(name, suite_names())} "
+                        f"(available: {', '.join(suite_names())})")
 
 
 def suite_names() -> list[str]:
     return sorted(set(names("suites")) | set(names("benchmarks")))
 
 
-def decoding_with_overrides(base: dict[str, Any], overrides: dict[str, Any], source: str = "decoding") -> DecodingConfig:
+def decoding_with_overrides(base: dict[str, Any], overrides: dict[str, Any],
+                            source: str = "decoding") -> DecodingConfig:
     """Build a DecodingConfig from layered settings, reporting every invalid field at once."""
     try:
         return DecodingConfig.model_validate({**base, **overrides})

@@ -49,7 +49,8 @@ def verified_path(name: str) -> tuple[Path, str]:
     if expected is None:
         raise DataError(f"data file {name} is not listed in MANIFEST.sha256; add its sha256 there")
     if digest != expected:
-        raise DataError(f"data file {name} has sha256 {digest[:12]}..., expected {expected[:12]}...; it was modified, reinstall dare-dllm")
+        raise DataError(f"data file {name} has sha256 {digest[:12]}..., expected {expected[:12]}...; "
+                        "it was modified, reinstall dare-dllm")
     return path, digest
 
 
@@ -71,7 +72,8 @@ def load_rows(name: str) -> tuple[dict, ...]:
 def row_to_sample(row: dict) -> Sample:
     meta = {k: v for k, v in row.items() if k not in ("id", "prompt", "answer")}
     answer = row.get("answer")
-    return Sample(id=str(row["id"]), prompt=row["prompt"], reference=None if answer is None else str(answer), metadata=meta)
+    return Sample(id=str(row["id"]), prompt=row["prompt"], reference=None if answer is None else str(answer),
+                  metadata=meta)
 
 
 def load_samples(name: str) -> list[Sample]:

@@ -39,7 +39,8 @@ def describe(plan: EvalPlan) -> str:
         tmpl = template(spec.prompt)
         lines.append(f"{name}: data {spec.data} sha256 {sha}; prompt {spec.prompt} hash {tmpl.template_hash()}")
         version = verifiers.get(spec.verifier).version
-        lines.append(f"{name}: verifier {spec.verifier} {version} options {canonical_json(plan.verifier_options_for(name))}")
+        lines.append(f"{name}: verifier {spec.verifier} {version} "
+                     f"options {canonical_json(plan.verifier_options_for(name))}")
     if plan.limit is not None:
         lines.append(f"limit: {plan.limit} samples per benchmark")
     return "\n".join(lines)

@@ -31,7 +31,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def bootstrap_ci(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+def bootstrap_ci(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
+                 seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
     """Percentile bootstrap 95% interval of the mean of ``values`` (shape ``(n,)``)."""
     arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0:
@@ -79,7 +80,8 @@ def expand(name: str, k: int) -> dict[str, PerSample]:
     return metrics.get(name)(k)
 
 
-def compute(names: Sequence[str], per_sample_verdicts: Sequence[Sequence[Verdict]], k: int) -> tuple[dict[str, MetricValue], dict[str, int]]:
+def compute(names: Sequence[str], per_sample_verdicts: Sequence[Sequence[Verdict]],
+            k: int) -> tuple[dict[str, MetricValue], dict[str, int]]:
     """Metrics over the samples whose verdicts are all usable, and the status counts.
 
     Returns ``({metric: MetricValue}, {"scored": .., "error": .., "unscored": ..})`` where the counts are

@@ -19,7 +19,8 @@ class ResolvedModel:
 
 
 def _hf_cache_snapshot(hub_id: str) -> Path | None:
-    home = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
+    home = Path(os.environ.get("HF_HUB_CACHE")
+                or Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub")
     snapshots = home / f"models--{hub_id.replace('/', '--')}" / "snapshots"
     candidates = sorted(snapshots.glob("*/config.json"), key=lambda p: p.stat().st_mtime) if snapshots.is_dir() else []
     return candidates[-1].parent if candidates else None
@@ -30,7 +31,8 @@ def resolve(name: str | None, path: str | None, needs_checkpoint: bool = True) -
     if path is not None:
         ckpt = Path(path).expanduser()
         if not ckpt.is_dir():
-            raise InputError(f"--model-path {path} is not a directory; point it at a checkpoint folder with config.json")
+            raise InputError(f"--model-path {path} is not a directory; "
+                             "point it at a checkpoint folder with config.json")
         spec = cfg.model(name) if name else None
         return ResolvedModel(spec.name if spec else ckpt.resolve().name, spec, ckpt)
     if name is None:
@@ -45,8 +47,10 @@ def resolve(name: str | None, path: str | None, needs_checkpoint: bool = True) -
             return ResolvedModel(spec.name, spec, candidate)
     target = f"$DARE_MODEL_DIR/{spec.name}" if os.environ.get("DARE_MODEL_DIR") else f"~/models/{spec.name}"
     # `hf` is the CLI that huggingface_hub installs now (huggingface-cli is deprecated)
-    download = f"download with `hf download {spec.hub_id} --local-dir {target}`" if spec.hub_id else "obtain the checkpoint"
-    raise ModelError(f"weights not found for model {spec.name!r}; {download}, then pass --model-path {target} (or set DARE_MODEL_DIR)")
+    download = (f"download with `hf download {spec.hub_id} --local-dir {target}`" if spec.hub_id
+                else "obtain the checkpoint")
+    raise ModelError(f"weights not found for model {spec.name!r}; {download}, "
+                     f"then pass --model-path {target} (or set DARE_MODEL_DIR)")
 
 
 def _candidates(spec: cfg.ModelSpec) -> list[Path | None]:

@@ -94,7 +94,8 @@ class ParallelEngine(EngineBase):
         use_gpu = _wants_gpu(ctx)
         if not ray.is_initialized():
             # A local cluster sized for the workers; RAY_ADDRESS (set by `ray start` users) attaches instead.
-            kwargs: dict[str, Any] = {} if os.environ.get("RAY_ADDRESS") else {"num_cpus": max(workers, os.cpu_count() or 1)}
+            kwargs: dict[str, Any] = ({} if os.environ.get("RAY_ADDRESS")
+                                      else {"num_cpus": max(workers, os.cpu_count() or 1)})
             ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
         threads = 1 if use_gpu else max(1, (os.cpu_count() or 1) // workers)
         replica = ray.remote(_EngineReplica).options(num_cpus=1, num_gpus=1 if use_gpu else 0, max_restarts=0)
@@ -110,7 +111,8 @@ class ParallelEngine(EngineBase):
         try:
             return ray.get(refs)
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
-            dead = next((i for i, a in enumerate(self._actors) if _is_dead(ray, a)), None) if hasattr(self, "_actors") else None
+            dead = (next((i for i, a in enumerate(self._actors) if _is_dead(ray, a)), None)
+                    if hasattr(self, "_actors") else None)
             who = f"evaluation worker {dead} of {self.workers}" if dead is not None else "an evaluation worker"
             raise WorkerDiedError(f"{who} died during generation ({type(exc).__name__}); finished batches are "
                                   "cached, rerun the same command to resume") from None

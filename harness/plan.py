@@ -31,12 +31,13 @@ from .models import ResolvedModel, resolve
 from .options import capabilities, parse_options
 from .parallel import check_workers
 from .records import DecodingConfig, RunRecord, TrainingLink
-from .resolve import resolve_decoding
 from .registry import did_you_mean, engines
-from .runner import EvalPlan, run_eval
+from .resolve import resolve_decoding
 from .rundir import check_writable
+from .runner import EvalPlan, run_eval
 from .verifiers import verifiers
 from .verifiers.base import verifier_options
+
 
 def _options(engine_cls: Any, values: dict[str, Any]) -> Any:
     """Typed options for engines that declare them (EngineBase subclasses); the dict for the others."""
@@ -60,8 +61,8 @@ def _verifier_options(suite: cfg.SuiteSpec, given: dict[str, Any], flags: dict[s
     unknown = sorted(set(given) - known - set(flags))
     if unknown:
         fields = sorted(known)
-        raise ConfigError([f"verifier.{k}: unknown option{did_you_mean(k, fields)} (options: {', '.join(fields) or 'none'})"
-                           for k in unknown], source="--set")
+        raise ConfigError([f"verifier.{k}: unknown option{did_you_mean(k, fields)} "
+                           f"(options: {', '.join(fields) or 'none'})" for k in unknown], source="--set")
     return out
 
 
@@ -76,7 +77,8 @@ class EvalRequest:
     engine: str = "torch"
     """Engine registry name (``--backend``)."""
     overrides: tuple[str, ...] = ()
-    """``KEY=VALUE`` settings as for ``--set`` (decoding fields, ``engine.X``, ``verifier.X``); they win over the dicts below."""
+    """``KEY=VALUE`` settings as for ``--set`` (decoding fields, ``engine.X``, ``verifier.X``); they win over the
+    dicts below."""
     model_path: str | Path | None = None
     """A checkpoint directory (with ``spec``: a trained checkpoint evaluated under a known model's settings)."""
     spec: cfg.ModelSpec | None = None
@@ -174,7 +176,8 @@ def _resolve(r: EvalRequest) -> EvalPlan:
     flags = [f"limit={r.limit}"] if r.limit is not None else []
     if r.unsafe_local_exec:
         flags.append("unsafe-local-exec")
-    verifier_opts = _verifier_options(suite_spec, given_verifier, {"unsafe_local_exec": True} if r.unsafe_local_exec else {})
+    verifier_opts = _verifier_options(suite_spec, given_verifier,
+                                      {"unsafe_local_exec": True} if r.unsafe_local_exec else {})
     out = Path(r.out)
     check_writable(out)
     sample_ids = frozenset(str(row["id"]) for b in suite_spec.benchmarks for row in load_rows(cfg.benchmark(b).data))

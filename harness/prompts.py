@@ -42,11 +42,13 @@ class PromptTemplate(Spec):
         return sha256_text(canonical_json(self.model_dump(mode="json", exclude={"description", "source"})))[:16]
 
     def values(self, sample: Sample) -> dict[str, Any]:
-        values: dict[str, Any] = {**sample.metadata, "prompt": sample.prompt, "reference": sample.reference, "id": sample.id}
+        values: dict[str, Any] = {**sample.metadata, "prompt": sample.prompt, "reference": sample.reference,
+                                  "id": sample.id}
         for name, spec in self.fields.items():
             items = sample.metadata.get(spec.join)
             if not isinstance(items, list):
-                raise DataError(f"prompt template {self.name!r} joins field {spec.join!r}, which sample {sample.id} lacks")
+                raise DataError(f"prompt template {self.name!r} joins field {spec.join!r}, "
+                                f"which sample {sample.id} lacks")
             values[name] = spec.sep.join(str(x) for x in items)
         return values
 

@@ -23,7 +23,15 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 SCHEMA_VERSION = 2
 
@@ -96,14 +104,16 @@ class DecodingConfig(Record):
     gen_length: int = Field(256, ge=1, description="number of generated tokens (the canvas length)")
     steps: int = Field(256, ge=1, description="total denoising steps over the whole canvas")
     block_length: int = Field(32, ge=1, description="semi-autoregressive block size (= gen_length for one block)")
-    remasking: str = Field("low_confidence", description="unmasking strategy: low_confidence, random, entropy, margin, ...")
+    remasking: str = Field("low_confidence",
+                           description="unmasking strategy: low_confidence, random, entropy, margin, ...")
     threshold: float | None = Field(None, gt=0, le=1, description="parallel commit: all tokens with confidence >= tau")
     factor: float | None = Field(None, gt=0, description="Fast-dLLM factor-based parallel commit")
     temperature: float = Field(0.0, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=1)
     cfg_scale: float = Field(0.0, ge=0, description="classifier-free guidance scale (0 = off)")
-    alg_temp: float | None = Field(None, ge=0, description="Dream: temperature of the confidence used to pick positions")
+    alg_temp: float | None = Field(None, ge=0,
+                                   description="Dream: temperature of the confidence used to pick positions")
     stop_at_eos: bool = Field(True, description="truncate the text at the first EOS token")
     num_samples: int = Field(1, ge=1, description="k generations per sample (pass@k)")
     seed: int = Field(0, description="base seed; each (sample, index) derives its own")
@@ -435,10 +445,12 @@ class RunRecord(Record):
     decoding_fields: list[str] | None = Field(None, description="the DecodingConfig fields the run used (None: all)")
     decoding: DecodingConfig
     metrics: dict[str, dict[str, MetricValue]]
-    counts: dict[str, dict[str, int]] = Field(default_factory=dict, description="per benchmark: scored/error/unscored/generated/cached")
+    counts: dict[str, dict[str, int]] = Field(default_factory=dict,
+                                              description="per benchmark: scored/error/unscored/generated/cached")
     isolation: JsonDict = Field(default_factory=dict, description="per benchmark, the isolation its verifier declared "
                                 "(code-execution layers that were active, or its rules); open: verifier-defined")
-    flags: list[str] = Field(default_factory=list, description="notable run conditions, e.g. unsafe-local-exec, limit=N")
+    flags: list[str] = Field(default_factory=list,
+                             description="notable run conditions, e.g. unsafe-local-exec, limit=N")
     timing: Timing = Field(default_factory=Timing, description="wall-clock seconds per benchmark and in all")
     environment: Environment = Field(default_factory=Environment, description="software and machine the run ran on")
     command: list[str] = Field(default_factory=list)

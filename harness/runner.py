@@ -26,16 +26,32 @@ from . import config as cfg
 from . import metrics as metric_lib
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
-from .engine import Engine, EngineBase, EngineContext, GenerationRequest, declared_token_identity, generate
-from .engine import request_seed
+from .engine import (
+    Engine,
+    EngineBase,
+    EngineContext,
+    GenerationRequest,
+    declared_token_identity,
+    generate,
+    request_seed,
+)
 from .errors import EngineError
 from .options import DecoderInfo, Options, capabilities
 from .prompts import template
-from .records import (BenchmarkInfo, ComponentInfo, DecodingConfig, Generation, ModelInfo, RunRecord, Sample, TrainingLink,
-                      Verdict)
+from .records import (
+    BenchmarkInfo,
+    ComponentInfo,
+    DecodingConfig,
+    Generation,
+    ModelInfo,
+    RunRecord,
+    Sample,
+    TrainingLink,
+    Verdict,
+)
+from .rundir import environment, hold_outputs, new_run_dir, write_run
 from .verifiers import verifiers
 from .verifiers.base import verifier_identity, verifier_options
-from .rundir import environment, hold_outputs, new_run_dir, write_run
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], Any]  # (description, total) -> object with update(n) and close()
@@ -45,8 +61,8 @@ Progress = Callable[[str, int], Any]  # (description, total) -> object with upda
 class EvalPlan:
     """Everything resolved before the first generation (built by :func:`dare.harness.plan.plan`).
 
-    ``verifier_options``: per benchmark, its verifier's full options; ``decoder``: what the engine declared for this DecodingConfig (None:
-    nothing declared); ``decoding_fields``: the DecodingConfig fields recorded (None: all).
+    ``verifier_options``: per benchmark, its verifier's full options; ``decoder``: what the engine declared for this
+    DecodingConfig (None: nothing declared); ``decoding_fields``: the DecodingConfig fields recorded (None: all).
     """
 
     suite: cfg.SuiteSpec
@@ -133,7 +149,8 @@ def _run_eval(plan: EvalPlan) -> Path:
     for work in works:  # refuse bad input before any compute is spent
         verifiers.get(work.spec.verifier)
         plan.engine.prepare(work.requests, plan.decoding)
-    run_dir = plan.run_dir = new_run_dir(plan.out_dir, plan.suite.name, plan.model_name, plan.decoding.config_hash(), created)
+    run_dir = plan.run_dir = new_run_dir(plan.out_dir, plan.suite.name, plan.model_name, plan.decoding.config_hash(),
+                                         created)
     model_info = plan.model_info()
     store = GenerationStore(generations_cache(plan.cache_dir, model_info.fingerprint, plan.generation_key()),
                             model_info.fingerprint, plan.generation_key())
@@ -166,8 +183,10 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
     decoding used."""
     options = plan.engine.options if isinstance(plan.engine, EngineBase) else {}
     engine = backend or ComponentInfo(name=plan.engine.name, version=plan.engine.version,
-                                      options=options.model_dump(mode="json") if isinstance(options, Options) else dict(options))
-    decoder = plan.decoder.component(plan.decoder_options) if plan.decoder and plan.decoder_options is not None else None
+                                      options=(options.model_dump(mode="json") if isinstance(options, Options)
+                                               else dict(options)))
+    decoder = (plan.decoder.component(plan.decoder_options) if plan.decoder and plan.decoder_options is not None
+               else None)
     return RunRecord(
         run_id=run_dir.name, status=status, created_at=created.isoformat(),
         finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name, benchmarks=benchmarks,
@@ -247,7 +266,8 @@ class RunSteps:
         return verifier.describe()
 
 
-def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore, state: RunState) -> None:
+def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore,
+              state: RunState) -> None:
     name = work.spec.name
     todo = [r for r in work.requests if r not in generations]
     state.cached[name] = len(work.requests) - len(todo)
@@ -258,7 +278,8 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations:
 
     def store(batch: list[GenerationRequest], outputs: list[Generation]) -> None:
         if len(outputs) != len(batch):
-            raise EngineError(f"engine {plan.engine.name} returned {len(outputs)} generations for {len(batch)} requests")
+            raise EngineError(f"engine {plan.engine.name} returned {len(outputs)} generations "
+                              f"for {len(batch)} requests")
         generations.put(batch, outputs)
         state.generated[name] += len(batch)
         if bar:
@@ -281,7 +302,8 @@ class BenchmarkResult:
     rows: list[dict]
 
 
-def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore, state: RunState) -> BenchmarkResult:
+def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore,
+           state: RunState) -> BenchmarkResult:
     """Verify every sample whose k generations are all available (cached verdicts reused)."""
     spec, k = work.spec, plan.decoding.num_samples
     options = plan.verifier_options_for(spec.name)

@@ -66,7 +66,8 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
             "exports": write_exports(stage, tables),
             "suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics, "extra": t.extra,
                         "reference": t.baseline or REFERENCE_RULE,
-                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]} for t in tables],
+                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]}
+                       for t in tables],
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
         pages = frontier_page.write_pages(stage, frontiers)

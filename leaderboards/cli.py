@@ -19,7 +19,6 @@ from dare.harness.errors import InputError
 from .build import build_site
 from .statistics import N_BOOT
 
-
 PROG = "dare-leaderboard"
 
 

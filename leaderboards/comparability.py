@@ -28,7 +28,8 @@ IDENTITY_GUARDS: tuple[tuple[str, str, _IdentityReader], ...] = (
     ("engine", "engine settings", lambda run, info: canonical_json(run.engine_identity)),
     ("data", "data sha256", lambda run, info: info.data_sha256),
     ("prompt", "prompt template hash", lambda run, info: info.prompt_template_hash),
-    ("verifier", "verifier", lambda run, info: f"{info.verifier} v{info.verifier_version} {canonical_json(info.verifier_options)}"),
+    ("verifier", "verifier",
+     lambda run, info: f"{info.verifier} v{info.verifier_version} {canonical_json(info.verifier_options)}"),
 )
 STATUS_ORDER = {"complete": 0, "partial": 1, "failed": 2}
 REFERENCE_RULE = "the oldest complete run of an untrained model"
@@ -50,7 +51,8 @@ def decoding_difference(cell: DecodingConfig, reference: DecodingConfig) -> str:
     """``steps 128 (column: 256), block_length 64 (column: 32)``: the semantic fields that differ."""
     mine = cell.model_dump(exclude={"batch_size"})
     theirs = reference.model_dump(exclude={"batch_size"})
-    parts = [f"{name} {_short(mine[name])} (column: {_short(theirs[name])})" for name in mine if mine[name] != theirs[name]]
+    parts = [f"{name} {_short(mine[name])} (column: {_short(theirs[name])})" for name in mine
+             if mine[name] != theirs[name]]
     return ", ".join(parts) or "same fields, different hash"
 
 
@@ -88,7 +90,8 @@ def column_flags(cells: Sequence[tuple[RunRecord, BenchmarkInfo]], baseline: int
                 "severity": "minor",
             })
         if run.status != "complete":
-            flags[index].append({"kind": run.status, "text": f"{run.status} run: {info.n_used} of {info.n_total} samples used",
+            flags[index].append({"kind": run.status,
+                                 "text": f"{run.status} run: {info.n_used} of {info.n_total} samples used",
                                  "severity": "major"})
         elif info.n_used < info.n_total:
             flags[index].append({"kind": "subset", "text": f"subset: {info.n_used} of {info.n_total} samples",

@@ -26,7 +26,8 @@ def cell_json(cell: Cell, shard: str | None) -> dict[str, Any]:
     return {
         "v": cell.value, "lo": cell.ci[0], "hi": cell.ci[1], "n": cell.n,
         "run": cell.run.key, "status": cell.run.record.status,
-        "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12], "prompt": info.prompt_template_hash,
+        "dh": cell.run.record.decoding.config_hash(), "data": info.data_sha256[:12],
+        "prompt": info.prompt_template_hash,
         "bs": cell.run.record.decoding.batch_size,
         "verifier": f"{info.verifier} v{info.verifier_version}", "created": cell.run.record.created_at,
         "commit": str(cell.run.record.environment.git_commit or "?")[:12]

@@ -68,15 +68,19 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="frontier-chart" width="{WIDTH}" height="{HEIGHT}" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="accuracy against {escape(label)}">',
-             f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="#fff" stroke="#ced4da"/>']
+             f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" '
+             'fill="#fff" stroke="#ced4da"/>']
     for tick in nice_ticks(x0, x1):
         if tick <= x1:
-            parts.append(f'<line x1="{sx(tick):.1f}" y1="{bottom}" x2="{sx(tick):.1f}" y2="{bottom + 4}" stroke="#888"/>'
-                         f'<text x="{sx(tick):.1f}" y="{bottom + 16}" font-size="11" text-anchor="middle" fill="#555">{tick:g}</text>')
+            parts.append(f'<line x1="{sx(tick):.1f}" y1="{bottom}" x2="{sx(tick):.1f}" y2="{bottom + 4}" '
+                         'stroke="#888"/>'
+                         f'<text x="{sx(tick):.1f}" y="{bottom + 16}" font-size="11" text-anchor="middle" '
+                         f'fill="#555">{tick:g}</text>')
     for tick in nice_ticks(y0, y1):
         if y0 <= tick <= min(y1, 1.0):
             parts.append(f'<line x1="{left}" y1="{sy(tick):.1f}" x2="{right}" y2="{sy(tick):.1f}" stroke="#f1f3f5"/>'
-                         f'<text x="{left - 6}" y="{sy(tick) + 4:.1f}" font-size="11" text-anchor="end" fill="#555">{100 * tick:g}%</text>')
+                         f'<text x="{left - 6}" y="{sy(tick) + 4:.1f}" font-size="11" text-anchor="end" '
+                         f'fill="#555">{100 * tick:g}%</text>')
     parts.append(f'<text x="{(left + right) / 2}" y="{HEIGHT - 8}" font-size="12" text-anchor="middle" fill="#222">'
                  f'{escape(label)} ({better} is better)</text>'
                  f'<text x="14" y="{(top + bottom) / 2}" font-size="12" text-anchor="middle" fill="#222" '
@@ -84,7 +88,8 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
     front = sorted((p for p in shown if getattr(p, front_attr)), key=lambda p: getattr(p, attr))
     if len(front) > 1:
         line = " ".join(f"{sx(getattr(p, attr)):.1f},{sy(p.accuracy):.1f}" for p in front)
-        parts.append(f'<polyline class="front-line" fill="none" stroke="{FRONT}" stroke-dasharray="4 3" points="{line}"/>')
+        parts.append(f'<polyline class="front-line" fill="none" stroke="{FRONT}" stroke-dasharray="4 3" '
+                     f'points="{line}"/>')
     placed: list[tuple[float, float, float, float]] = [(right - 190, 0, right, top)]  # the legend's box
     clusters: dict[tuple[int, int], list[Point]] = {}  # points drawn on the same pixel share one label
     for point in shown:
@@ -93,14 +98,18 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
     for point in sorted(shown, key=lambda p: getattr(p, front_attr)):  # front points drawn last, on top
         on = getattr(point, front_attr)
         x, y = sx(getattr(point, attr)), sy(point.accuracy)
-        tip = f"{point.label}: accuracy {100 * point.accuracy:.1f}% [{100 * point.ci[0]:.1f}, {100 * point.ci[1]:.1f}], " \
+        tip = f"{point.label}: accuracy {100 * point.accuracy:.1f}% " \
+              f"[{100 * point.ci[0]:.1f}, {100 * point.ci[1]:.1f}], " \
               f"{_fmt(point.tokens_per_s, 1)} tokens/s, {_fmt(point.nfe_per_token, 3)} NFE/token"
         parts.append(
             f'<a href="{escape(run_link(point))}" class="point {"front" if on else "dominated"}" '
             f'data-run="{escape(point.run.key)}" data-label="{escape(point.label)}"><title>{escape(tip)}</title>'
-            f'<line x1="{x:.1f}" y1="{sy(point.ci[0]):.1f}" x2="{x:.1f}" y2="{sy(point.ci[1]):.1f}" stroke="{BAR}" stroke-width="1.5"/>'
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{FRONT if on else "#fff"}" stroke="{FRONT if on else DOMINATED}" stroke-width="1.8"/></a>')
-    for (x, y), members in sorted(clusters.items(), key=lambda kv: (not any(getattr(p, front_attr) for p in kv[1]), kv[0])):
+            f'<line x1="{x:.1f}" y1="{sy(point.ci[0]):.1f}" x2="{x:.1f}" y2="{sy(point.ci[1]):.1f}" '
+            f'stroke="{BAR}" stroke-width="1.5"/>'
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{FRONT if on else "#fff"}" '
+            f'stroke="{FRONT if on else DOMINATED}" stroke-width="1.8"/></a>')
+    for (x, y), members in sorted(clusters.items(),
+                                  key=lambda kv: (not any(getattr(p, front_attr) for p in kv[1]), kv[0])):
         on = any(getattr(p, front_attr) for p in members)
         # A shared pixel names its first point and counts the rest (each point's tooltip names it).
         text = members[0].label + (f" (+{len(members) - 1} same)" if len(members) > 1 else "")
@@ -109,7 +118,8 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
                      f'fill="{"#1d2230" if on else "#6b7280"}">{escape(text)}</text>')
     parts.append(f'<circle cx="{right - 150}" cy="{top - 10}" r="4" fill="{FRONT}"/>'
                  f'<text x="{right - 142}" y="{top - 6}" font-size="11" fill="#222">front</text>'
-                 f'<circle cx="{right - 98}" cy="{top - 10}" r="4" fill="#fff" stroke="{DOMINATED}" stroke-width="1.5"/>'
+                 f'<circle cx="{right - 98}" cy="{top - 10}" r="4" fill="#fff" stroke="{DOMINATED}" '
+                 'stroke-width="1.5"/>'
                  f'<text x="{right - 90}" y="{top - 6}" font-size="11" fill="#222">dominated</text></svg>')
     return "".join(parts)
 
@@ -131,7 +141,8 @@ def _place_label(text: str, x: float, y: float, placed: list, left: float, right
     def overlap(a, b) -> float:
         return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
 
-    inside = [o for o in options if box(o)[0] >= left and box(o)[2] <= right and box(o)[1] >= top and box(o)[3] <= bottom]
+    inside = [o for o in options
+              if box(o)[0] >= left and box(o)[2] <= right and box(o)[1] >= top and box(o)[3] <= bottom]
     chosen = min(inside, key=lambda o: sum(overlap(box(o), b) for b in placed)) if inside else options[0]
     clear = [o for o in inside if not any(overlap(box(o), b) for b in placed)]
     chosen = clear[0] if clear else chosen
@@ -146,7 +157,8 @@ def _fmt(value: float | None, digits: int) -> str:
 def charts(frontier: Frontier) -> str:
     return ('<div class="charts">'
             + scatter(frontier.points, "tokens_per_s", "generated tokens per second", "front_speed", "higher")
-            + scatter(frontier.points, "nfe_per_token", "forward passes (NFE) per generated token", "front_nfe", "lower")
+            + scatter(frontier.points, "nfe_per_token", "forward passes (NFE) per generated token", "front_nfe",
+                      "lower")
             + "</div>")
 
 
@@ -198,7 +210,8 @@ def write_pages(site: Path, frontiers: list[Frontier]) -> list[dict[str, str]]:
     for name, group in sorted(pages.items()):
         title = f"{group[0].shared['model']} · {group[0].shared['suite']}"
         sections = "\n".join(
-            f'<section class="frontier-group" id="g-{f.key}"><h2>{escape(settings_line(f))}</h2>{charts(f)}{table(f)}</section>'
+            f'<section class="frontier-group" id="g-{f.key}"><h2>{escape(settings_line(f))}</h2>'
+            f'{charts(f)}{table(f)}</section>'
             for f in group)
         body = f'<p class="legend">{escape(RULE)}</p>\n{sections}'
         (site / name).write_text(_page(f"Accuracy-speed frontier: {title}", nav, body), encoding="utf-8")

@@ -17,9 +17,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from dare.harness.errors import InputError
 from dare.harness.records import RunRecord
-from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
 

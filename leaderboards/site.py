@@ -61,7 +61,8 @@ def write_page(site: Path, title: str, frontiers: list[dict[str, str]] | None = 
     scripts += '\n<script src="data/index.js"></script>\n'
     scripts += "\n".join(f'<script src="assets/{name}"></script>' for name in SCRIPTS[1:])
     links = "".join(f' <a href="{escape(f["href"])}">{escape(f["title"])}</a>' for f in frontiers or [])
-    nav = f'<nav id="frontiers" aria-label="accuracy-speed frontiers">Accuracy-speed frontiers: <a href="frontier/index.html">all</a>{links}</nav>'
+    nav = ('<nav id="frontiers" aria-label="accuracy-speed frontiers">Accuracy-speed frontiers: '
+           f'<a href="frontier/index.html">all</a>{links}</nav>')
     page = template.replace("{{TITLE}}", escape(title)).replace("{{SCRIPTS}}", scripts)
     page = page.replace("{{FRONTIERS}}", nav if frontiers else "")
     (site / "index.html").write_text(page, encoding="utf-8")
@@ -75,7 +76,8 @@ def staging_dir(out: Path) -> Path:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; pass a directory for the site")
     if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
-        raise InputError(f"--out {out} is a non-empty folder that is not a dare leaderboard; pass an empty or new folder")
+        raise InputError(f"--out {out} is a non-empty folder that is not a dare leaderboard; "
+                         "pass an empty or new folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = out.parent / f".{out.name}.building-{os.getpid()}"
     if stage.exists():

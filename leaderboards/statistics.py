@@ -171,7 +171,8 @@ def paired_tables(columns: dict[str, dict[str, tuple[dict[str, float], bool]]],
     return rows, out
 
 
-def _mean_tables(per_bench: dict[str, dict[str, np.ndarray]], covered: np.ndarray, n_bench: int) -> dict[str, np.ndarray]:
+def _mean_tables(per_bench: dict[str, dict[str, np.ndarray]], covered: np.ndarray,
+                 n_bench: int) -> dict[str, np.ndarray]:
     """Suite-mean deltas for pairs that share every benchmark, with a normal-approximation interval."""
     complete = covered == n_bench
     np.fill_diagonal(complete, False)
@@ -180,7 +181,8 @@ def _mean_tables(per_bench: dict[str, dict[str, np.ndarray]], covered: np.ndarra
     half_width = np.sqrt((((stacked["hi"] - stacked["lo"]) / 2) ** 2).sum(axis=0)) / n_bench  # z cancels
     nan = np.full(complete.shape, np.nan)
     return {"delta": np.where(complete, delta, nan), "lo": np.where(complete, delta - half_width, nan),
-            "hi": np.where(complete, delta + half_width, nan), "p": nan, "n": np.where(complete, stacked["n"].sum(axis=0), nan)}
+            "hi": np.where(complete, delta + half_width, nan), "p": nan,
+            "n": np.where(complete, stacked["n"].sum(axis=0), nan)}
 
 
 def pairs_for_baseline(rows: list[str], tables: dict[str, dict[str, np.ndarray]], baseline: str) -> dict:

@@ -26,9 +26,21 @@ import torch
 from dare.backends.models.cache import SlotKVCache
 from dare.harness.records import DecodingConfig
 
-from .common import COMMON, THRESHOLD_FLOOR, THRESHOLD_QUOTA, Canvas, DecodeResult, DecoderOptions
-from .common import early_eos_rejection, sample, step_quotas, steps_per_block, threshold_or_quota, threshold_or_top1
-from .common import top_count
+from .common import (
+    COMMON,
+    THRESHOLD_FLOOR,
+    THRESHOLD_QUOTA,
+    Canvas,
+    DecodeResult,
+    DecoderOptions,
+    early_eos_rejection,
+    sample,
+    step_quotas,
+    steps_per_block,
+    threshold_or_quota,
+    threshold_or_top1,
+    top_count,
+)
 from .spec import decoder
 
 NFE = ("prompt prefill + one per step + one K/V store per finished block a later block reads; nfe_official adds the "

@@ -17,7 +17,6 @@ from dare.harness.records import DecodingConfig
 
 from .stats import greedy_stats
 
-
 #: the DecodingConfig fields every torch decoder reads
 COMMON = frozenset({"gen_length", "steps", "block_length", "remasking", "temperature", "top_p", "top_k", "seed",
                     "stop_at_eos"})
@@ -147,8 +146,8 @@ def step_quotas(cfg: DecodingConfig, schedule: str, masked: torch.Tensor, steps:
 
 def early_eos_rejection(conf: torch.Tensor, x0: torch.Tensor, step: int, steps: int, cfg: DecodingConfig,
                         eos_gamma: tuple[float, float] | None, schedule: str, model) -> torch.Tensor:
-    """CJ-GRPO's EOS early rejection: with ``eos_gamma = [lo, hi]`` (``extra.eos_gamma``) the confidence (B, K) of stop-token
-    proposals is scaled by lo + (hi - lo) * progress, progress rising from ~0 to 1 over the block's steps
+    """CJ-GRPO's EOS early rejection: with ``eos_gamma = [lo, hi]`` (``extra.eos_gamma``) the confidence (B, K) of
+    stop-token proposals is scaled by lo + (hi - lo) * progress, progress rising from ~0 to 1 over the block's steps
     (step / (steps - 1); with the ascending schedule the share of the block committed after this step)."""
     if eos_gamma is None:
         return conf

@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import torch
 
-from .common import COMMON, DecoderOptions, LoopOptions, factor_rule, filter_logits, row_noise, sample
-from .common import threshold_or_top1, top_count
+from .common import (
+    COMMON,
+    DecoderOptions,
+    LoopOptions,
+    factor_rule,
+    filter_logits,
+    row_noise,
+    sample,
+    threshold_or_top1,
+    top_count,
+)
 from .llada import PARALLEL_RULES
 from .mdm import NFE, PARALLEL, decode_masked_diffusion
 from .spec import decoder

@@ -31,9 +31,10 @@ Shapes: B rows, L canvas length, K block length, V vocabulary, G gen_length.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import cache, partial
 
 import torch
+
 from dare.harness.errors import ConfigError
 from dare.harness.options import Options
 from dare.harness.records import DecodingConfig
@@ -59,7 +60,7 @@ def cache_strategy(mode: str, family: str | None = None) -> CacheSpec | None:
     return strategy
 
 
-@lru_cache(maxsize=None)
+@cache
 def cache_options(rule: type[Options], mode: str) -> type[Options]:
     """The ``extra`` options of a rule under ``cache=mode``: the rule's plus the cache's own."""
     strategy = cache_strategy(mode)

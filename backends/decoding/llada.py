@@ -14,8 +14,18 @@ import torch
 
 from dare.harness.records import DecodingConfig
 
-from .common import FACTOR, THRESHOLD_TOP1, DecoderOptions, early_eos_rejection, factor_rule, row_noise, sample
-from .common import step_quotas, threshold_or_top1, top_count
+from .common import (
+    FACTOR,
+    THRESHOLD_TOP1,
+    DecoderOptions,
+    early_eos_rejection,
+    factor_rule,
+    row_noise,
+    sample,
+    step_quotas,
+    threshold_or_top1,
+    top_count,
+)
 from .mdm import NFE, PARALLEL, decode_masked_diffusion
 from .spec import decoder
 from .stats import prob_of

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 import torch
+
 from dare.backends.decoding.fastdllm import cache_reads, cache_strategy, cached_decoder
 from dare.backends.decoding.spec import DecoderSpec
 from dare.backends.models.checkpoint import official_names

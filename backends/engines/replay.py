@@ -88,7 +88,8 @@ class ReplayEngine(EngineBase):
         known = self.ctx.sample_ids or {r.sample_id for r in requests}
         unknown = sorted(set(self.completions) - set(known))
         if unknown:
-            raise InputError(f"completions file {self.path} has {len(unknown)} id(s) that are not samples of this suite: {_listed(unknown)}")
+            raise InputError(f"completions file {self.path} has {len(unknown)} id(s) "
+                             f"that are not samples of this suite: {_listed(unknown)}")
         missing = sorted({r.sample_id for r in requests if len(self.completions.get(r.sample_id, ())) <= r.index})
         if missing:
             raise InputError(
@@ -97,5 +98,6 @@ class ReplayEngine(EngineBase):
             )
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
-        return [Generation(sample_id=r.sample_id, index=r.index, text=self.completions[r.sample_id][r.index], finish_reason="replay")
+        return [Generation(sample_id=r.sample_id, index=r.index, text=self.completions[r.sample_id][r.index],
+                           finish_reason="replay")
                 for r in requests]

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
 from dare.harness.engine import GenerationRequest
 from dare.harness.errors import EngineError
 

@@ -23,7 +23,14 @@ from dare.backends import models as _models  # noqa: F401  (registers the archit
 from dare.backends.decoding import strategies
 from dare.backends.decoding.common import Canvas, steps_per_block
 from dare.backends.decoding.spec import NAMESPACES, DecoderSpec
-from dare.backends.models.loader import LoadedModel, checkpoint_dir, detect_architecture, fingerprint, load_model, read_config
+from dare.backends.models.loader import (
+    LoadedModel,
+    checkpoint_dir,
+    detect_architecture,
+    fingerprint,
+    load_model,
+    read_config,
+)
 from dare.backends.models.tokenizer import render_prompt, use_chat_template
 from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError

@@ -49,7 +49,8 @@ ALGORITHM_OPTIONS: dict[str, type] = {"t_min": float, "t_max": float, "entropy_b
 # DecodingConfig fields DiffusionGemma's generate has no counterpart for: required value and why
 _FIXED_FIELDS: dict[str, tuple[Any, str]] = {
     "temperature": (0.0, "its temperature is a linear schedule set with extra.transformers.t_min/t_max"),
-    "threshold": (None, "it commits by an entropy bound (extra.transformers.entropy_bound), not a confidence threshold"),
+    "threshold": (None, "it commits by an entropy bound (extra.transformers.entropy_bound), "
+                  "not a confidence threshold"),
     "factor": (None, "it has no factor-based parallel commit"),
     "top_p": (None, "its generate has no nucleus filtering"),
     "top_k": (None, "its generate has no top-k filtering"),
@@ -188,7 +189,8 @@ class TransformersEngine(EngineBase):
         from transformers import AutoConfig
 
         if not (self.path / "config.json").is_file():
-            raise ModelError(f"{self.path} has no config.json; --model-path must be a Hugging Face checkpoint directory")
+            raise ModelError(f"{self.path} has no config.json; "
+                             "--model-path must be a Hugging Face checkpoint directory")
         # the declared type first: transformers' own error for a type it does not know (sdar, llada) is several
         # lines advising an upgrade, while the fix is another backend
         try:

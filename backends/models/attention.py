@@ -81,9 +81,11 @@ def resolve(name: str, device: torch.device | str) -> str:
         return "flash" if on_gpu and importlib.util.find_spec("flash_attn") else "sdpa"
     if name not in kernels:  # `auto` is a choice too, so the suggestions and the list name it
         choices = ["auto", *kernels.names()]
-        raise RegistryError(f"unknown attention kernel {name!r}{did_you_mean(name, choices)} (available: {', '.join(choices)})")
+        raise RegistryError(f"unknown attention kernel {name!r}{did_you_mean(name, choices)} "
+                            f"(available: {', '.join(choices)})")
     if name == "flash" and not importlib.util.find_spec("flash_attn"):
-        raise PrerequisiteError("attention=flash needs flash-attn: pip install flash-attn --no-build-isolation (CUDA only)")
+        raise PrerequisiteError("attention=flash needs flash-attn: "
+                                "pip install flash-attn --no-build-isolation (CUDA only)")
     if name in ("flash", "flex") and not on_gpu:
         raise ConfigError(f"attention={name} runs on a CUDA device only; use attention=sdpa (or auto) on {device}")
     return name

@@ -89,7 +89,7 @@ def resolve_special_ids(arch: Architecture, config: dict, tok, vocab: int, mask_
     eos = next((e for e in (eos_id, _first(config.get("eos_token_id")), tok.eos_token_id) if e is not None), None)
     if eos is None:
         raise ModelError("no EOS token in config.json or the tokenizer; set eos_id in the model config")
-    pad = next((p for p in (_first(config.get("pad_token_id")), tok.pad_token_id, eos) if p is not None))
+    pad = next(p for p in (_first(config.get("pad_token_id")), tok.pad_token_id, eos) if p is not None)
     stops = {eos}
     for text in arch.stop_texts:
         tid = tok.convert_tokens_to_ids(text)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import dare.harness.verifiers  # noqa: F401  (registers the verifiers)
 from dare.harness import config as cfg
 from dare.harness.data import load_samples
 from dare.harness.prompts import template
-import dare.harness.verifiers  # noqa: F401  (registers the verifiers)
 from dare.harness.registry import verifiers
 
 from .tiny import write_tiny_checkpoint

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .layers import MoE, Attention, RMSNorm, SwiGLU, rotary_cos_sin
+from .layers import Attention, MoE, RMSNorm, SwiGLU, rotary_cos_sin
 
 
 @dataclass(frozen=True)

@@ -30,5 +30,6 @@ def require_opencompass():
         import opencompass
         from opencompass.models.base import BaseModel  # noqa: F401  (a partial install fails here, not later)
     except ImportError as exc:
-        raise PrerequisiteError(f"the opencompass engine needs the opencompass package ({exc}); install it: {INSTALL}") from None
+        raise PrerequisiteError(f"the opencompass engine needs the opencompass package ({exc}); "
+                                f"install it: {INSTALL}") from None
     return opencompass

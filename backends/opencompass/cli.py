@@ -58,7 +58,8 @@ def dotted_types(node) -> list[str]:
 
     refs = []
     for _, value in _types(node, "config"):
-        ref = value if isinstance(value, str) else f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
+        ref = (value if isinstance(value, str)
+               else f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}")
         if "." in ref and ref not in refs:
             refs.append(ref)
     return refs
@@ -66,13 +67,15 @@ def dotted_types(node) -> list[str]:
 
 def check_fresh_imports(refs: list[str]) -> None:
     """Every ref must be found by a fresh interpreter (as OpenCompass's task processes are) and import here."""
-    proc = subprocess.run([sys.executable, "-c", _FIND_EACH, json.dumps(refs)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _FIND_EACH, json.dumps(refs)], capture_output=True, text=True,
+                          timeout=300)
     lines = proc.stdout.strip().splitlines()
     bad = json.loads(lines[-1]) if proc.returncode == 0 and lines else [["(all)", proc.stderr.strip()[-300:]]]
     if bad:
         ref, why = bad[0]
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise PrerequisiteError(f"config type {ref!r} cannot be imported by OpenCompass's task processes ({why}){more}; "
+        raise PrerequisiteError(f"config type {ref!r} cannot be imported by OpenCompass's task processes "
+                                f"({why}){more}; "
                                 "define it in an installed package or put its folder on PYTHONPATH")
     from .configs import check_importable
 
@@ -91,7 +94,8 @@ def check_results(work_dir: Path, config) -> None:
                 missing.append(f"{model_abbr_from_cfg(model)}/{dataset_abbr_from_cfg(dataset)}")
     if missing:
         raise OpenCompassRunFailed(f"OpenCompass produced no scores for {', '.join(missing[:5])}"
-                                   f"{' and more' if len(missing) > 5 else ''}; see the task logs in {work_dir / 'logs'}")
+                                   f"{' and more' if len(missing) > 5 else ''}; "
+                                   f"see the task logs in {work_dir / 'logs'}")
 
 
 def option(argv: list[str], *names: str, const: str | None = None) -> str | None:

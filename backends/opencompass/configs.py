@@ -47,7 +47,8 @@ def dare_dataset(benchmark: str, limit: int | None = None, verifier_options: dic
         abbr=abbr or f"dare-{benchmark}", type=dotted(DareBenchmarkDataset), benchmark=benchmark, limit=limit,
         reader_cfg=dict(input_columns=message_columns(benchmark), output_column=ID_COLUMN),
         infer_cfg=dict(prompt_template=dict(type=dotted(PromptTemplate), template=prompt_template(benchmark)),
-                       retriever=dict(type=dotted(ZeroRetriever)), inferencer=dict(type=dotted(DareGenInferencer), benchmark=benchmark)),
+                       retriever=dict(type=dotted(ZeroRetriever)),
+                       inferencer=dict(type=dotted(DareGenInferencer), benchmark=benchmark)),
         eval_cfg=dict(evaluator=dict(type=dotted(DareVerifierEvaluator), benchmark=benchmark,
                                      options=dict(verifier_options or {}))),
     )
@@ -60,8 +61,9 @@ def dare_datasets(suite: str, limit: int | None = None, verifier_options: dict |
 
 
 @at_config_time("dare_model")
-def dare_model(engine: str = "torch", model: str | None = None, *, abbr: str | None = None, decoding: dict | None = None,
-               batch_size: int | None = None, num_gpus: int = 0, **options: Any) -> dict[str, Any]:
+def dare_model(engine: str = "torch", model: str | None = None, *, abbr: str | None = None,
+               decoding: dict | None = None, batch_size: int | None = None, num_gpus: int = 0,
+               **options: Any) -> dict[str, Any]:
     """OpenCompass model config of a DARE engine; ``options`` go to :class:`DareModel` (model_path, suite,
     benchmarks, engine_options, completions, device, limit). Every argument is checked here, while the
     config file is read (:func:`~.validate.check_model`): a typo stops OpenCompass with one line."""
@@ -89,7 +91,8 @@ def check_importable(config: Any) -> None:
             getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise PrerequisiteError(f"{where}.type {value!r} cannot be imported ({exc}); install the package that "
-                                    "defines it in this environment (dare-dllm: pip install -e .) or fix the name") from None
+                                    "defines it in this environment (dare-dllm: pip install -e .) "
+                                    "or fix the name") from None
 
 
 def _types(node: Any, where: str):

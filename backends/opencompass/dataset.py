@@ -30,7 +30,8 @@ def message_columns(benchmark: str) -> list[str]:
 def prompt_template(benchmark: str) -> dict:
     """OpenCompass ``PromptTemplate`` argument: leading system turns in ``begin``, the rest as one round."""
     messages = template(cfg.benchmark(benchmark).prompt).messages
-    turns = [dict(role=OC_ROLES[m.role], prompt="{%s}" % column) for m, column in zip(messages, message_columns(benchmark))]
+    turns = [dict(role=OC_ROLES[m.role], prompt=f"{{{column}}}")
+             for m, column in zip(messages, message_columns(benchmark))]
     leading = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
     begin = [dict(turn, fallback_role="HUMAN") for turn in turns[:leading]]
     return dict(begin=begin, round=turns[leading:]) if begin else dict(round=turns)

@@ -43,7 +43,8 @@ class DareVerifierEvaluator(BaseEvaluator):
             raise InputError(f"predictions of {self.benchmark!r} have different numbers of samples per prompt")
         verifier = verifiers.get(spec.verifier)(**{**spec.verifier_args, **self.options})
         try:
-            flat = verifier.verify_batch([(samples[str(r)], text or "") for r, g in zip(references, groups) for text in g])
+            flat = verifier.verify_batch([(samples[str(r)], text or "")
+                                          for r, g in zip(references, groups) for text in g])
             isolation = verifier.describe()
         finally:
             verifier.close()

@@ -25,7 +25,8 @@ from dare.harness.prompts import template
 from dare.harness.records import Message
 
 # OpenCompass dialogue roles (and the OpenAI-style ones some configs use) -> DARE roles
-ROLES = {"HUMAN": "user", "BOT": "assistant", "SYSTEM": "system", "user": "user", "assistant": "assistant", "system": "system"}
+ROLES = {"HUMAN": "user", "BOT": "assistant", "SYSTEM": "system",
+         "user": "user", "assistant": "assistant", "system": "system"}
 # DARE roles -> the OpenCompass roles a dataset template uses
 OC_ROLES = {"user": "HUMAN", "assistant": "BOT", "system": "SYSTEM"}
 

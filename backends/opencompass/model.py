@@ -18,9 +18,9 @@ differs, OpenCompass's own logger says so (the task's log under ``logs/infer/``)
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from opencompass.models.base import BaseModel
@@ -32,9 +32,9 @@ from dare.harness.engine import EngineContext, GenerationRequest, request_seed
 from dare.harness.errors import EngineError
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
-from dare.harness.resolve import resolve_decoding
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.registry import engines
+from dare.harness.resolve import resolve_decoding
 
 from .messages import SampleIndex, as_dicts, is_single_prompt, to_messages
 
@@ -90,7 +90,8 @@ class DareModel(BaseModel):
     def _build_engine(self, name: str, model: str | None, model_path: str | None, completions: str | None,
                       device: str | None, options: dict):
         engine_cls = engines.get(name)
-        resolved = resolve(model or (None if model_path else name), model_path, capabilities(engine_cls).needs_checkpoint)
+        resolved = resolve(model or (None if model_path else name), model_path,
+                           capabilities(engine_cls).needs_checkpoint)
         ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
                             completions=Path(completions) if completions else None, device=device,
                             options=options, sample_ids=frozenset(self.index.sample_ids))
@@ -116,7 +117,8 @@ class DareModel(BaseModel):
         if max_out_len and max_out_len != self.decoding.gen_length and not self._warned_length:
             get_logger().warning(  # OpenCompass's logger: this lands in the task's log, where users look
                 f"{self.engine.name} engine: the dataset asks for max_out_len={max_out_len}; DARE decodes "
-                f"gen_length={self.decoding.gen_length} tokens (set decoding=dict(gen_length=...) in dare_model to change it)")
+                f"gen_length={self.decoding.gen_length} tokens "
+                "(set decoding=dict(gen_length=...) in dare_model to change it)")
             self._warned_length = True
         requests = []
         for prompt in inputs:
@@ -132,7 +134,8 @@ class DareModel(BaseModel):
                 self._prepared = True
             generated = self.engine.generate(missing, self.decoding)
             if len(generated) != len(missing):
-                raise EngineError(f"engine {self.engine.name} returned {len(generated)} generations for {len(missing)} requests")
+                raise EngineError(f"engine {self.engine.name} returned {len(generated)} generations "
+                                  f"for {len(missing)} requests")
             if self._keep:
                 self._keep(missing, generated)
             fresh = iter(generated)
@@ -150,7 +153,8 @@ class DareModel(BaseModel):
         return sum(len(m.content.split()) for m in messages)
 
     def get_ppl(self, inputs, mask_length=None):
-        raise NotImplementedError("DareModel scores by generation only (diffusion models have no left-to-right perplexity)")
+        raise NotImplementedError("DareModel scores by generation only "
+                                  "(diffusion models have no left-to-right perplexity)")
 
     def get_ppl_tokenwise(self, inputs, mask_length=None):
         raise NotImplementedError("DareModel scores by generation only")

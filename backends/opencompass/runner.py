@@ -27,8 +27,8 @@ from dare.harness.models import resolve
 from dare.harness.options import Capabilities, capabilities
 from dare.harness.records import ComponentInfo, DecodingConfig, Generation, ModelInfo, Sample, Verdict
 from dare.harness.registry import engines
-from dare.harness.runner import BenchmarkWork, EvalPlan, GenerationStore, RunSteps, Store
 from dare.harness.rundir import slug
+from dare.harness.runner import BenchmarkWork, EvalPlan, GenerationStore, RunSteps, Store
 
 from . import require_opencompass
 
@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 
 
 class OpenCompassEngine:
-    """Engine protocol (delegating to the inner engine) plus :meth:`run_steps`, the runner's steps through OpenCompass."""
+    """Engine protocol (delegating to the inner engine) plus :meth:`run_steps`, the runner's steps through
+    OpenCompass."""
 
     name = "opencompass"
     # the inner engine decides on a checkpoint (resolved in __init__); --completions goes to an inner replay
@@ -47,7 +48,8 @@ class OpenCompassEngine:
         self.version = getattr(require_opencompass(), "__version__", "unknown")
         self.via = str(ctx.options.get("via") or ("replay" if ctx.completions else "torch"))
         if self.via == self.name:
-            raise ConfigError("engine.via=opencompass would wrap OpenCompass in itself; name a DARE engine (torch, replay, ...)")
+            raise ConfigError("engine.via=opencompass would wrap OpenCompass in itself; "
+                              "name a DARE engine (torch, replay, ...)")
         inner_cls = engines.get(self.via)
         if capabilities(inner_cls).needs_checkpoint and ctx.model_path is None:
             resolved = resolve(ctx.model_name, None, True)  # the CLI skipped this because of needs_checkpoint=False
@@ -93,7 +95,8 @@ class OpenCompassSteps(RunSteps):
 
         _quiet_opencompass()
         self.backend = ComponentInfo(name=engine.name, version=engine.version, options={"via": engine.via})
-        self.model = DareModel(engine=engine.inner, decoding=plan.decoding, benchmarks=plan.suite.benchmarks, limit=plan.limit)
+        self.model = DareModel(engine=engine.inner, decoding=plan.decoding, benchmarks=plan.suite.benchmarks,
+                               limit=plan.limit)
         self.model_cfg = dict(abbr=slug(plan.model_name), type=DareModel, batch_size=plan.decoding.batch_size,
                               max_out_len=plan.decoding.gen_length, run_cfg=dict(num_gpus=0))
         self.work_dir = plan.run_dir / "opencompass"
@@ -191,10 +194,12 @@ def _first(value):
 
 def _read_result(path: Path, benchmark: str) -> dict:
     if not path.is_file():
-        raise EngineError(f"OpenCompass wrote no results for {benchmark} ({path} is missing); see {path.parents[2] / 'logs'}")
+        raise EngineError(f"OpenCompass wrote no results for {benchmark} ({path} is missing); "
+                          f"see {path.parents[2] / 'logs'}")
     result = json.loads(path.read_text())
     if "error" in result or "details" not in result:
-        raise EngineError(f"OpenCompass could not score {benchmark}: {result.get('error', 'no per-sample details')} ({path})")
+        raise EngineError(f"OpenCompass could not score {benchmark}: "
+                          f"{result.get('error', 'no per-sample details')} ({path})")
     return result
 
 

@@ -86,10 +86,13 @@ def check_model(engine: str, model: str | None, decoding: dict | None, options: 
     fields = sorted(DecodingConfig.model_fields)
     for key in decoding or {}:
         if key not in fields:
-            raise ConfigError(f"decoding field {key!r} does not exist{did_you_mean(key, fields)}; fields: {', '.join(fields)}")
+            raise ConfigError(f"decoding field {key!r} does not exist{did_you_mean(key, fields)}; "
+                              f"fields: {', '.join(fields)}")
     completions = options.get("completions")
     built = engine_cls(EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
-                                     completions=Path(completions) if completions else None, device=options.get("device"),
+                                     completions=Path(completions) if completions else None,
+                                     device=options.get("device"),
                                      options=dict(options.get("engine_options") or {})))  # weights load lazily
     spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
-    return resolve_decoding(built, spec, options.get("suite") or "default", dict(decoding or {}), source="decoding").config
+    return resolve_decoding(built, spec, options.get("suite") or "default", dict(decoding or {}),
+                            source="decoding").config

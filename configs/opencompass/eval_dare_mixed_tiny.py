@@ -8,6 +8,7 @@ from mmengine.config import read_base
 
 with read_base():
     from opencompass.configs.datasets.gsm8k.gsm8k_0shot_gen_a58960 import gsm8k_datasets
+
     from dare.opencompass import dare_datasets, dare_model
 
 # The first 4 gsm8k problems only: the tiny model is a demo, not a gsm8k solver.

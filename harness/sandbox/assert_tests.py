@@ -49,7 +49,8 @@ def _args_source(call: ast.Call) -> str | None:
     if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
         return None
     pair = ast.Tuple([ast.Tuple(list(call.args), ast.Load()),
-                      ast.Dict([ast.Constant(k.arg) for k in call.keywords], [k.value for k in call.keywords])], ast.Load())
+                      ast.Dict([ast.Constant(k.arg) for k in call.keywords], [k.value for k in call.keywords])],
+                     ast.Load())
     return ast.unparse(pair)
 
 

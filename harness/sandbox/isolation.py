@@ -93,7 +93,8 @@ class Isolation:
         layers += ["parent clocks (job, load, each test) kill from outside", "stdout/stderr byte caps",
                    "comparison in the trusted parent on decoded plain data"]
         return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.uid_dropped,
-                "workers": workers, "python": self.python if self.backend == "bwrap" else (self.host_python or self.python),
+                "workers": workers,
+                "python": self.python if self.backend == "bwrap" else (self.host_python or self.python),
                 "numpy": bool(self.numpy_dirs), "layers": layers}
 
 
@@ -185,7 +186,7 @@ def hidden_site_dirs(iso: Isolation) -> list[str]:
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     found = [sysconfig.get_path(kind, vars={"base": iso.python_prefix, "platbase": iso.python_prefix})
              for kind in ("purelib", "platlib")]
-    found += [f"/usr/lib/python3/dist-packages", f"/usr/local/lib/{version}/dist-packages",
+    found += ["/usr/lib/python3/dist-packages", f"/usr/local/lib/{version}/dist-packages",
               f"/usr/local/lib/{version}/site-packages", f"/usr/lib/{version}/site-packages"]
     return sorted({p for p in found if p and os.path.isdir(p)})
 

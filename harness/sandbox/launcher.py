@@ -130,7 +130,8 @@ class Pump:
         self.stderr_total += len(data)
         self.stderr += data[: max(0, self.stderr_cap - len(self.stderr))]
 
-    def run(self, clock: Clock, finished: Callable[[], bool], extra: tuple[int, Callable[[], None]] | None = None) -> str:
+    def run(self, clock: Clock, finished: Callable[[], bool],
+            extra: tuple[int, Callable[[], None]] | None = None) -> str:
         """Until both output pipes are at EOF and ``finished()``; ``extra`` = (fd, handler) is also watched."""
         sel = selectors.DefaultSelector()
         try:

@@ -277,7 +277,8 @@ def plan_from_asserts(sandbox: Sandbox, reference_program: str, entry_point: str
            "test_limit": REFERENCE_TOTAL_S, "seed": 0}
     outcome = sandbox.run_job(job, REFERENCE_TOTAL_S + 10)
     calls, expected, oracles, times = [], [], [], []
-    final: dict[str, Any] = {"passed": False, "err": "NoResult", "msg": outcome.protocol_error or "child gave no verdict"}
+    final: dict[str, Any] = {"passed": False, "err": "NoResult",
+                             "msg": outcome.protocol_error or "child gave no verdict"}
     try:
         if len(outcome.records) > MAX_PLAN_RECORDS:
             raise PlanError(f"more than {MAX_PLAN_RECORDS} records")

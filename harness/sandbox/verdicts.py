@@ -150,7 +150,8 @@ def _has_surrogates(text: str) -> bool:
 def outcome_from_run(outcome: Outcome, run: JobOutcome) -> None:
     """Close the decision once the child is gone."""
     if run.protocol_error and outcome.failure is None:
-        outcome._fail("output_limit" if "cap" in run.protocol_error else "protocol", error=_text(run.protocol_error, 300))
+        outcome._fail("output_limit" if "cap" in run.protocol_error else "protocol",
+                      error=_text(run.protocol_error, 300))
     if outcome.failure is None and (not outcome.finished or run.child.timed_out):  # alive at its deadline: no pass
         child = run.child
         if child.timed_out or child.returncode in (-24, -9):  # SIGXCPU: the CPU rlimit; SIGKILL: our deadline

@@ -121,7 +121,8 @@ class Zygote:
             if reason == "stopped" and not end:
                 self.ctl.send(f"kill {job_id}".encode())
                 grace = Clock(STOP_GRACE_S)
-                reason = "stopped" if pump.run(grace, lambda: bool(end), (self.ctl.fileno(), on_ctl)) == "ended" else "lost"
+                reason = ("stopped" if pump.run(grace, lambda: bool(end), (self.ctl.fileno(), on_ctl)) == "ended"
+                          else "lost")
         except OSError:
             reason = "lost"
         finally:

@@ -40,7 +40,9 @@ def _check(rc, what):
 
 
 def _mount(source, target, fstype, flags, data=None):
-    enc = (lambda s: s.encode() if s is not None else None)
+    def enc(s):
+        return s.encode() if s is not None else None
+
     _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), "mount " + target)
 
 

@@ -84,7 +84,8 @@ def strip_unit(answer: str, unit: str | None) -> str:
         forms = ("\\%", "%")
     out = answer.rstrip()
     for form in forms:
-        if out.replace(" ", "").endswith(form.replace(" ", "")) and len(out.replace(" ", "")) > len(form.replace(" ", "")):
+        if (out.replace(" ", "").endswith(form.replace(" ", ""))
+                and len(out.replace(" ", "")) > len(form.replace(" ", ""))):
             cut = _cut_suffix(out, form.replace(" ", ""))
             return re.sub(r"(\\[,;!]|~|\\ |\s)+$", "", cut)
     return out

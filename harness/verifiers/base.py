@@ -69,4 +69,5 @@ def verifier_options(cls: type[Verifier], values: dict[str, Any]) -> dict[str, A
 def verifier_identity(cls: type[Verifier], options: dict[str, Any]) -> ComponentInfo:
     """(name, version, options that can change a verdict): what the verdict cache and the leaderboard key on."""
     skip = cls.Options.execution_only if cls.Options is not None else frozenset()
-    return ComponentInfo(name=cls.name, version=cls.version, options={k: v for k, v in options.items() if k not in skip})
+    return ComponentInfo(name=cls.name, version=cls.version,
+                         options={k: v for k, v in options.items() if k not in skip})

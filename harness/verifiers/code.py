@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SandboxError
 from ..records import Sample, Verdict
-from ..errors import SandboxError
 from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits

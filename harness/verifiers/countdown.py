@@ -161,7 +161,8 @@ class CountdownVerifier(Verifier):
         numbers, target = _sample_numbers(sample)
         found = extract_tagged_answer(completion)
         if found.answer is None:
-            return Verdict(score=0.0, passed=False, answer=None, details={"extraction": "none", "reason": "no_answer", "format_ok": False})
+            return Verdict(score=0.0, passed=False, answer=None,
+                           details={"extraction": "none", "reason": "no_answer", "format_ok": False})
         details = check_expression(found.answer, numbers, target)
         details["extraction"] = found.method
         passed = details.pop("passed")
@@ -186,4 +187,5 @@ class CountdownVerifier(Verifier):
         return f"<answer>\n{expression}\n</answer>"
 
     def describe(self) -> dict[str, Any]:
-        return {"evaluation": "ast whitelist, exact fractions", "tolerance": TOLERANCE, "trailing_equals_target": "tolerated"}
+        return {"evaluation": "ast whitelist, exact fractions", "tolerance": TOLERANCE,
+                "trailing_equals_target": "tolerated"}

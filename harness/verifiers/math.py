@@ -17,8 +17,8 @@ Rules, per gold (each is tested):
   phrase or, failing that, its only number; a hedge with several numbers ("42 or maybe 43") fails.
 - Without box, tag or ``####``, the ``fallback`` option decides: ``"last_number"`` (default, lenient),
   ``"math_verify"`` (math-verify's own search of the whole text: "final answer" anchors first, then its
-  last expression) or ``"none"`` (strict: no answer). ``details["strict"]`` is False when the answer came from a fallback, so strict accuracy can be
-  reported beside lenient accuracy.
+  last expression) or ``"none"`` (strict: no answer). ``details["strict"]`` is False when the answer came from a
+  fallback, so strict accuracy can be reported beside lenient accuracy.
 - A sample whose metadata states OlympiadBench's answer type (several answers, a unit, a tolerance, an
   interval) is graded by those rules as well (``answer_types``); math-verify's own verdict still counts.
 """
@@ -96,7 +96,8 @@ def _read(text: str, reading: str) -> list:
         return mv.parse(boxed, parsing_timeout=None)
     if reading == "search":
         return mv.parse(text, parsing_timeout=None)
-    anchored = [mv.LatexExtractionConfig(try_extract_without_anchor=False), mv.ExprExtractionConfig(try_extract_without_anchor=False)]
+    anchored = [mv.LatexExtractionConfig(try_extract_without_anchor=False),
+                mv.ExprExtractionConfig(try_extract_without_anchor=False)]
     found = mv.parse(text, anchored, parsing_timeout=None)
     if not found and len(_ANY_NUMBER.findall(text)) == 1:
         found = mv.parse(text, parsing_timeout=None)
@@ -116,7 +117,8 @@ def _parse_prediction(answer: str, reading: str) -> list:
     return _read(answer, reading)
 
 
-def grade(gold: str, answer: str, reading: str, rules: tuple[bool, float | None] | None = None) -> tuple[bool, str | None]:
+def grade(gold: str, answer: str, reading: str,
+          rules: tuple[bool, float | None] | None = None) -> tuple[bool, str | None]:
     """Worker-side job: (equivalent?, the prediction as math-verify read it). Runs without timeouts.
     ``rules``: (several answers?, absolute tolerance) from the sample's answer type, or None."""
     predicted = _parse_prediction(answer, reading)
@@ -124,7 +126,8 @@ def grade(gold: str, answer: str, reading: str, rules: tuple[bool, float | None]
     if not ok and rules is not None:
         multiple, tolerance = rules
         if multiple:
-            ok = match_parts(split_answers(gold), split_answers(answer), lambda g, p: _part_equal(g, p, "latex", tolerance))
+            ok = match_parts(split_answers(gold), split_answers(answer),
+                             lambda g, p: _part_equal(g, p, "latex", tolerance))
         else:
             ok = _part_equal(gold, answer, reading, tolerance)
     return ok, (str(predicted[-1]) if predicted else None)
@@ -142,7 +145,8 @@ def _part_equal(gold: str, answer: str, reading: str, tolerance: float | None) -
             parsed = _parse_gold(candidate.strip())
         except ValueError:
             continue
-        if mv.verify(parsed, predicted, timeout_seconds=None) or (tolerance is not None and _within(parsed, predicted, tolerance)):
+        if (mv.verify(parsed, predicted, timeout_seconds=None)
+                or (tolerance is not None and _within(parsed, predicted, tolerance))):
             return True
     return False
 
@@ -240,10 +244,12 @@ class MathVerifier(Verifier):
         if result.ok:
             passed, parsed = result.value
             details["parsed"] = parsed
-            return Verdict(score=float(passed), passed=passed, answer=answer if answer is not None else parsed, details=details)
+            return Verdict(score=float(passed), passed=passed, answer=answer if answer is not None else parsed,
+                           details=details)
         if result.timed_out:
             return Verdict(score=0.0, passed=False, answer=answer, details={**details, "timeout": True})
-        return Verdict(score=0.0, passed=False, answer=answer, status="error", details={**details, "error": result.error})
+        return Verdict(score=0.0, passed=False, answer=answer, status="error",
+                       details={**details, "error": result.error})
 
     def gold_completion(self, sample: Sample) -> str | None:
         if not sample.reference:

@@ -160,9 +160,11 @@ class DeadlinePool:
                     del busy[conn]
                     self._discard(worker)
                     if worker.ready:
-                        results[index] = JobResult(ok=False, timed_out=True, error=f"over the {self.timeout:g} s deadline")
+                        results[index] = JobResult(ok=False, timed_out=True,
+                                                   error=f"over the {self.timeout:g} s deadline")
                     else:
-                        results[index] = JobResult(ok=False, crashed=True, error=f"worker not ready after {START_TIMEOUT_S:g} s")
+                        results[index] = JobResult(ok=False, crashed=True,
+                                                   error=f"worker not ready after {START_TIMEOUT_S:g} s")
         return results  # type: ignore[return-value]
 
     def _take_idle(self) -> _Worker | None:

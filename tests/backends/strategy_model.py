@@ -20,7 +20,8 @@ SEED = 0
 
 def noisy_tiny_llada(noise: float = NOISE, seed: int = SEED):
     """A freshly loaded tiny-llada (float32, CPU) whose 2-D weights carry ``noise`` x std seeded noise."""
-    model = TorchEngine(EngineContext(model_name="tiny-llada", model_spec=config.model("tiny-llada"), device="cpu")).model
+    model = TorchEngine(EngineContext(model_name="tiny-llada", model_spec=config.model("tiny-llada"),
+                                      device="cpu")).model
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for _, param in sorted(model.net.named_parameters()):

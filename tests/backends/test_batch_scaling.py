@@ -108,7 +108,8 @@ def test_a_row_decodes_alike_alone_and_in_a_batch(wide_models, arch, kind):
     decode = decoders.get(f"{'mdm' if arch == 'llada' else 'dream'}:{kind}")
     batch = _decode(model, decode, cfg, PROMPTS)
     for row, prompt in enumerate(PROMPTS):
-        alone = _decode(model, lambda m, c, d, g: decode(m, c, d, [torch.Generator().manual_seed(row)]), cfg, [prompt])
+        alone = _decode(model, lambda m, c, d, g, row=row: decode(m, c, d, [torch.Generator().manual_seed(row)]), cfg,
+                        [prompt])
         assert torch.equal(alone.tokens[0], batch.tokens[row])
         assert torch.equal(alone.commit_step[0], batch.commit_step[row])
 

@@ -6,6 +6,7 @@ import importlib.util
 
 import pytest
 import torch
+
 from dare.backends.engines.mapping import lmdeploy_options, sglang_options
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, PrerequisiteError

@@ -12,6 +12,7 @@ import copy
 
 import pytest
 import torch
+
 from dare.backends.decoding.common import Canvas
 from dare.backends.decoding.fastdllm import _Forward, cached_decoder
 from dare.backends.engines.fastdllm import FastDllmEngine
@@ -121,7 +122,8 @@ def test_cache_is_batch_row_local(tiny_models):
     batch = _run(model, "dream:entropy", cfg, "dual")
     for r, prompt in enumerate(PROMPTS):
         alone = cached_decoder(decoders.get("dream:entropy"), "dual")(
-            model, Canvas.build([prompt], 16, model.mask_id, model.pad_id, "cpu"), cfg, [torch.Generator().manual_seed(7 + r)])
+            model, Canvas.build([prompt], 16, model.mask_id, model.pad_id, "cpu"), cfg,
+            [torch.Generator().manual_seed(7 + r)])
         assert torch.equal(alone.tokens[0], batch.tokens[r]) and alone.nfe[0] == batch.nfe[r]
 
 
@@ -158,8 +160,9 @@ def test_engine_cache_is_batch_invariant(fast_engines, arch, mode):
 
 
 def test_engine_update_weights_by_official_or_internal_name(tiny_dirs):
-    from dare.harness.errors import ModelError
     from safetensors import safe_open
+
+    from dare.harness.errors import ModelError
 
     engine = FastDllmEngine(EngineContext(model_name="tiny-sdar-moe", model_path=tiny_dirs["sdar_moe"]))
     net = engine.model.net

@@ -38,7 +38,8 @@ def _dry_run(capsys, tmp_path, engine: str, *sets: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("engine, setting, message", [
     ("lmdeploy", "engine.tpp=2", "engine.tpp: unknown option; did you mean 'tp'"),
     ("lmdeploy", "engine.quant_policy=3", "engine.quant_policy: Input should be 0, 4 or 8"),
-    ("lmdeploy", 'extra={"lmdeploy": {"tp": 2}}', "extra.lmdeploy: engine options are typed: set them with --set engine"),
+    ("lmdeploy", 'extra={"lmdeploy": {"tp": 2}}',
+     "extra.lmdeploy: engine options are typed: set them with --set engine"),
     ("sglang", "engine.tp_siz=2", "engine.tp_siz: unknown option; did you mean 'tp_size'"),
     ("sglang", "engine.mem_fraction_static=1.5", "engine.mem_fraction_static: Input should be less than 1"),
     ("sglang", 'extra={"sglang": {"tp_size": 2}}', "extra.sglang: engine options are typed"),
@@ -136,7 +137,8 @@ def test_transformers_engine_declares_typed_options_and_identity(tmp_path):
         TransformersEngine(EngineContext(model_name="g", model_path=path, options={"dtyp": "bfloat16"}))
     fp32 = TransformersEngine(EngineContext(model_name="g", model_path=path, device="cpu",
                                             options={"dtype": "float32", "threads": 1}))
-    bf16 = TransformersEngine(EngineContext(model_name="g", model_path=path, device="cpu", options={"dtype": "bfloat16"}))
+    bf16 = TransformersEngine(EngineContext(model_name="g", model_path=path, device="cpu",
+                                            options={"dtype": "bfloat16"}))
     assert fp32.token_identity() == {"dtype": "float32", "device": "cpu"}  # threads: execution only
     assert bf16.token_identity() != fp32.token_identity()
 

@@ -10,11 +10,11 @@ from dare.backends.engines.torch import TorchEngine
 from dare.backends.models.loader import fingerprint
 from dare.backends.models.tiny import SHIPPED, write_shipped
 from dare.backends.models.tiny_planning import TRAINED, TRAINED_ON
-
-ALL = {**SHIPPED, **{name: arch for name, (arch, _) in TRAINED.items()}}
 from dare.harness import config
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.records import Message
+
+ALL = {**SHIPPED, **{name: arch for name, (arch, _) in TRAINED.items()}}
 
 
 @pytest.mark.parametrize("name", sorted(ALL))

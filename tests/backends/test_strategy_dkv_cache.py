@@ -159,7 +159,8 @@ def test_padding_queries_leave_a_row_as_it_decodes_alone(llada):
 
     def run(rows):
         canvas = Canvas.build([prompts[r] for r in rows], 32, llada.mask_id, llada.pad_id, "cpu")
-        forward, x, out = DkvForward(llada, canvas, cfg, caches.get("dkv").Options(), canvas.gen_start), canvas.tokens.clone(), []
+        forward, x, out = (DkvForward(llada, canvas, cfg, caches.get("dkv").Options(), canvas.gen_start),
+                           canvas.tokens.clone(), [])
         for step, counts in enumerate(commits):
             with torch.inference_mode():
                 logits, _ = forward(x, step == 0)

@@ -126,7 +126,8 @@ def _cli(*args, timeout=180):
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-dream", "--set", "remasking=dpad"], "not available for dream"),
     (["--model", "tiny-sdar", "--set", "remasking=dpad"], "not available for"),
-    (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "extra={dpad_windw: 8}"], "did you mean 'dpad_window'"),
+    (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "extra={dpad_windw: 8}"],
+     "did you mean 'dpad_window'"),
     (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "extra={dpad_dropout: cosine}"], "dpad_dropout"),
     (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "cfg_scale=1.0"], "cfg_scale"),
     (["--model", "tiny-llada", "--set", "remasking=dpad", "--set", "cache=dual"], "cache"),
@@ -145,7 +146,8 @@ def test_recorded_and_keyed(tmp_path):
     for name, sets in [("a", ["extra={dpad_window: 16}"]), ("b", ["extra={dpad_window: 16}"]),
                        ("c", ["extra={dpad_window: 8}"]), ("d", ["extra={dpad_window: 16}", "cache=dual"])]:
         engine = ["--engine", "fastdllm"] if name == "d" else []
-        done = _cli(*base, *engine, *(a for v in sets for a in ("--set", v)), "--out", str(tmp_path / name), timeout=300)
+        done = _cli(*base, *engine, *(a for v in sets for a in ("--set", v)), "--out", str(tmp_path / name),
+                    timeout=300)
         assert done.returncode == 0, done.stderr
         runs[name] = json.loads(next((tmp_path / name).rglob("run.json")).read_text())
     decoder = runs["a"]["decoder"]
@@ -163,7 +165,8 @@ def test_sampled_rows_do_not_depend_on_their_neighbours(llada):
     cfg = _config(cases, "mdm:dpad", _extra(SETTINGS[1])).model_copy(update={"temperature": 0.8})
 
     def run(rows):
-        canvas = Canvas.build([cases[r]["prompt_ids"] for r in rows], cfg.gen_length, llada.mask_id, llada.pad_id, "cpu")
+        canvas = Canvas.build([cases[r]["prompt_ids"] for r in rows], cfg.gen_length, llada.mask_id, llada.pad_id,
+                              "cpu")
         with torch.inference_mode():
             gens = [torch.Generator().manual_seed(cases[r]["seed"]) for r in rows]
             return decoders.get("mdm:dpad")(llada, canvas, cfg, gens).tokens.tolist()

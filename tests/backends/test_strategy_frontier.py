@@ -34,7 +34,8 @@ def test_masked_family_lists_rules_and_caches(monkeypatch, tmp_path):
     assert rows["mdm:low_confidence"]["speedup"] == 1.0 and rows["mdm:low_confidence"]["nfe_per_token"] == 1.0
     for label, row in rows.items():
         record = json.loads((Path(row["run_dir"]) / "run.json").read_text())
-        assert record["decoder"]["name"].endswith(label.split(":", 1)[1] if label.startswith("mdm") else "low_confidence")
+        assert record["decoder"]["name"].endswith(label.split(":", 1)[1] if label.startswith("mdm")
+                                                  else "low_confidence")
         assert row["n"] == 2 and row["tokens_per_s"] > 0 and 0 <= row["ci"][0] <= row["accuracy"] <= row["ci"][1]
 
 

@@ -76,7 +76,8 @@ def test_options_and_reads(llada):
 
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-dream", "--set", "remasking=klass"], "not available for dream"),
-    (["--model", "tiny-llada", "--set", "remasking=klass", "--set", "extra={klass_histroy: 3}"], "did you mean 'klass_history'"),
+    (["--model", "tiny-llada", "--set", "remasking=klass", "--set", "extra={klass_histroy: 3}"],
+     "did you mean 'klass_history'"),
     (["--model", "tiny-llada", "--engine", "fastdllm", "--set", "remasking=klass", "--set", "cache=dual"], "cache")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
     done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],

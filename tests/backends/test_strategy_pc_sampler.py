@@ -90,7 +90,8 @@ def test_run_record_and_cache_key_carry_the_options(tmp_path):
 
     base = ["remasking=pc_sampler", "gen_length=16", "steps=16", "block_length=16"]
     background = str(FIXTURES / "pc_sampler_background.json")
-    keyed = {lam: plan("tiny-llada", "sudoku", overrides=[*base, f"extra={{pc_lambda: {lam}, pc_background: {background}}}"],
+    keyed = {lam: plan("tiny-llada", "sudoku",
+                       overrides=[*base, f"extra={{pc_lambda: {lam}, pc_background: {background}}}"],
                        limit=1, out=tmp_path) for lam in (0.3, 0.6)}
     assert keyed[0.3].generation_key() != keyed[0.6].generation_key()
     run = keyed[0.3]
@@ -103,8 +104,10 @@ def test_run_record_and_cache_key_carry_the_options(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-dream", "--set", "remasking=pc_sampler"], "not available for dream"),
-    (["--model", "tiny-llada", "--set", "remasking=pc_sampler", "--set", "extra={pc_lamda: 1}"], "did you mean 'pc_lambda'"),
-    (["--model", "tiny-llada", "--set", "remasking=pc_sampler", "--set", "threshold=0.9"], "not read by decoder mdm:pc_sampler")])
+    (["--model", "tiny-llada", "--set", "remasking=pc_sampler", "--set", "extra={pc_lamda: 1}"],
+     "did you mean 'pc_lambda'"),
+    (["--model", "tiny-llada", "--set", "remasking=pc_sampler", "--set", "threshold=0.9"],
+     "not read by decoder mdm:pc_sampler")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
     import subprocess
     import sys

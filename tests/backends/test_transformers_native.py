@@ -127,7 +127,8 @@ def test_a_dllm_transformers_cannot_read_is_refused_in_one_line_naming_the_backe
     """tiny-sdar's config declares model_type 'sdar', which transformers does not know: the refusal is the
     one-line fix (another backend), not transformers' several-line advice to upgrade."""
     with pytest.raises(ModelError) as err:
-        TransformersEngine(EngineContext(model_name="tiny-sdar", model_path=config.SHIPPED_CONFIGS / "models" / "tiny-sdar"))
+        TransformersEngine(EngineContext(model_name="tiny-sdar",
+                                         model_path=config.SHIPPED_CONFIGS / "models" / "tiny-sdar"))
     text = str(err.value)
     assert "'sdar' checkpoint" in text and "--backend torch" in text and "\n" not in text, text
 

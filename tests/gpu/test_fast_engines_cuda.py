@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from dare.backends.decoding.common import Canvas
 from dare.backends.decoding.fastdllm import cached_decoder
 from dare.backends.models.loader import load_model

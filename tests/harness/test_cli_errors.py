@@ -34,17 +34,22 @@ def cases(tmp_path, good_file):
     replay = ["--backend", "replay", "--suite", "sudoku"]
     return {
         "unknown model": (["--model", "no-such-model", "--suite", "sudoku"], "unknown model 'no-such-model'"),
-        "unknown suite": ([*replay[:2], "--suite", "sudokku", "--completions", str(good_file)], "did you mean 'sudoku'"),
+        "unknown suite": ([*replay[:2], "--suite", "sudokku", "--completions", str(good_file)],
+                          "did you mean 'sudoku'"),
         "unknown backend": (["--backend", "nope", "--suite", "sudoku", "--model", "x"], "unknown engine 'nope'"),
         "unknown key": ([*replay, "--completions", str(good_file), "--set", "gen_lenght=5"], "did you mean gen_length"),
         "wrong type": ([*replay, "--completions", str(good_file), "--set", "steps=many"], "steps"),
-        "indivisible blocks": ([*replay, "--completions", str(good_file), "--set", "gen_length=100", "--set", "block_length=32"], "not divisible"),
+        "indivisible blocks": ([*replay, "--completions", str(good_file), "--set", "gen_length=100",
+                                "--set", "block_length=32"], "not divisible"),
         "missing file": ([*replay, "--completions", str(tmp_path / "absent.jsonl")], "does not exist"),
         "malformed jsonl": ([*replay, "--completions", str(bad_json), "--limit", "1"], "line 2 is not JSON"),
-        "wrong completion type": ([*replay, "--completions", str(wrong_types), "--limit", "1"], "'completion' must be a string"),
+        "wrong completion type": ([*replay, "--completions", str(wrong_types), "--limit", "1"],
+                                  "'completion' must be a string"),
         "unknown ids": ([*replay, "--completions", str(unknown), "--limit", "1"], "nope/1"),
-        "missing samples": ([*replay, "--completions", str(good_file), "--limit", "3"], "lacks completions for 2 sample"),
-        "unwritable out": ([*replay, "--completions", str(good_file), "--limit", "1", "--out", str(a_file / "runs")], "is a file; pass a directory as --out"),
+        "missing samples": ([*replay, "--completions", str(good_file), "--limit", "3"],
+                            "lacks completions for 2 sample"),
+        "unwritable out": ([*replay, "--completions", str(good_file), "--limit", "1", "--out", str(a_file / "runs")],
+                           "is a file; pass a directory as --out"),
         "bad limit": ([*replay, "--completions", str(good_file), "--limit", "0"], "--limit"),
         "no suite": (["--backend", "replay", "--completions", str(good_file)], "no suite"),
         "missing checkpoint": (["--model-path", str(tmp_path / "nowhere"), "--suite", "sudoku"], "not a directory"),
@@ -53,7 +58,8 @@ def cases(tmp_path, good_file):
                                    "--suite", "sudoku", "--limit", "1"], "truncated or corrupt, download it again"),
         "cuda without cuda": (["--model", "tiny-llada", "--suite", "sudoku", "--limit", "1", "--device", "cuda"],
                               "no CUDA device is available"),
-        "misspelt device": (["--model", "tiny-llada", "--suite", "sudoku", "--device", "cdua"], "is not a torch device"),
+        "misspelt device": (["--model", "tiny-llada", "--suite", "sudoku", "--device", "cdua"],
+                            "is not a torch device"),
     }
 
 
@@ -154,7 +160,8 @@ def test_version_and_list_show_decoding_and_id_formats():
     assert "  olympiadbench [e.g. olympiadbench/1606]" in out and "  gsm8k [e.g. gsm8k/test/0]" in out
     assert "  sdar-8b-chat [sdar-8b]" in out
     # llada-8b-instruct: math runs with the model's default; math500 alone with its own entry (LLaDA EVAL.md)
-    line = next(line for line in out.splitlines() if line.startswith("    math: gen_length=256 steps=256 block_length=32")
+    line = next(line for line in out.splitlines()
+                if line.startswith("    math: gen_length=256 steps=256 block_length=32")
                 and "math500: gen_length=512 steps=512 block_length=64" in line)
     assert "remasking=low_confidence" in line
 
@@ -179,7 +186,8 @@ def train_cases(tmp_path):
     }
 
 
-@pytest.mark.parametrize("name", ["out is a file", "misspelt setting", "algo alone", "cuda without cuda", "verl without ray"])
+@pytest.mark.parametrize("name", ["out is a file", "misspelt setting", "algo alone", "cuda without cuda",
+                                  "verl without ray"])
 def test_dare_train_bad_input_is_one_line_exit_2(name, tmp_path):
     if name == "cuda without cuda" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -6,10 +6,10 @@ import argparse
 import importlib
 import logging
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from dare import __version__
 from dare.harness import overrides

@@ -21,6 +21,7 @@ import json
 
 import pytest
 import torch
+
 from dare.backends.decoding.common import Canvas
 from dare.backends.decoding.fastdllm import cached_decoder
 from dare.backends.models.loader import load_model
@@ -79,7 +80,8 @@ def test_fast_dllm_extra_pass_is_counted_per_completed_block(models):
     prompts = [[5, 6, 7, 8, 9], [10, 11, 12], [40, 41, 42, 43, 44, 45, 46]]
     gens = [torch.Generator().manual_seed(i) for i in range(len(prompts))]
     with torch.inference_mode():
-        result = cached_decoder(decoders.get("mdm:low_confidence"), "dual")(model, _canvas(model, prompts, 32), cfg, gens)
+        result = cached_decoder(decoders.get("mdm:low_confidence"), "dual")(model, _canvas(model, prompts, 32), cfg,
+                                                                             gens)
     steps = result.commit_step.view(len(prompts), 8, 4)
     one_pass = (steps.amax(-1) == steps.amin(-1)).sum(-1)  # blocks whose tokens share one step: step 0
     assert 0 < int(one_pass.sum()) < 3 * 8, "the case needs both kinds of block"

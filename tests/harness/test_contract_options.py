@@ -82,7 +82,8 @@ def test_dry_run_prints_the_resolved_plan_without_generating(capsys, tmp_path):
 
 
 def test_the_library_entry_point_is_what_the_cli_calls(tmp_path):
-    p = dare.plan(model="tiny-sdar", suite="sudoku", overrides=["engine.dtype=bfloat16", "verifier.accept_alternative_solutions=false"],
+    p = dare.plan(model="tiny-sdar", suite="sudoku",
+                  overrides=["engine.dtype=bfloat16", "verifier.accept_alternative_solutions=false"],
                   limit=2, out=tmp_path)
     assert p.engine.options.dtype == "bfloat16" and p.engine_identity()["dtype"] == "bfloat16"
     assert p.verifier_options_for("sudoku") == {"accept_alternative_solutions": False}

@@ -30,7 +30,8 @@ def _eval(capsys, *args: str) -> tuple[Path, dict]:
 
 
 def test_bfloat16_after_float32_generates_anew_and_records_the_dtype(capsys, tmp_path):
-    args = ["--model", "tiny-sdar", "--suite", "sudoku", "--limit", "2", "--out", str(tmp_path), "--set", "engine.threads=1"]
+    args = ["--model", "tiny-sdar", "--suite", "sudoku", "--limit", "2", "--out", str(tmp_path),
+            "--set", "engine.threads=1"]
     _, fp32 = _eval(capsys, *args)
     _, again = _eval(capsys, *args, "--set", "engine.dtype=float32")  # the default, said out loud: same key
     _, bf16 = _eval(capsys, *args, "--set", "engine.dtype=bfloat16")

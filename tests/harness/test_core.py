@@ -92,7 +92,8 @@ def test_dare_prompts_reproduce_the_documented_text():
     assert f"{countdown.prompt} You must use all numbers from the list" in text
     assert text.endswith("<answer>\n2*4-3\n</answer>")
     sudoku = load_samples("sudoku_test.jsonl")[0]
-    assert template("dare_sudoku").render(sudoku)[0].content.endswith(f"</answer>\n\n\nSolve the following Sudoku puzzle: {sudoku.metadata['puzzle']}\n")
+    assert template("dare_sudoku").render(sudoku)[0].content.endswith(
+        f"</answer>\n\n\nSolve the following Sudoku puzzle: {sudoku.metadata['puzzle']}\n")
     mbpp = template("dare_mbpp").render(load_samples("mbpp.jsonl")[0])
     assert [m.role for m in mbpp] == ["user", "assistant"] * 4
     assert mbpp[-1].content == "[BEGIN]\n" and "assert remove_Occ" in mbpp[-2].content
@@ -131,9 +132,8 @@ def test_cache_survives_a_torn_line(tmp_path):
 def test_a_lone_surrogate_in_replayed_text_is_written_and_read_back(tmp_path):
     """json.loads turns "\\ud800" into a lone surrogate, which UTF-8 cannot encode: the caches, samples.jsonl
     and run.json must still be written (escaped), read back to the same text, and a rerun must reuse them."""
-    from tests.harness.helpers import dare_eval, run_record, write_completions
-
     from dare.harness.records import json_text, sha256_text
+    from tests.harness.helpers import dare_eval, run_record, write_completions
 
     text = "The answer is \ud800 #### 18"
     assert json.loads(json_text({"c": text})) == {"c": text} and "é" in json_text({"c": "é"})  # readable otherwise

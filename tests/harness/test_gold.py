@@ -1,6 +1,7 @@
 """Gold self-consistency through the replay engine: reference answers score 100%; the same answers
 rotated by one sample score under 5%. Rotation skips a neighbour with the same gold (AMC23 has three
-such pairs), since handing a sample its own answer is no test of the grader. This checks data, prompts, extraction and verifiers together."""
+such pairs), since handing a sample its own answer is no test of the grader. This checks data, prompts,
+extraction and verifiers together."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def gold_rows(benchmark: str) -> list[tuple[str, str]]:
 
 def score(tmp_path, benchmark: str, rows: list[tuple[str, str]], name: str) -> dict:
     path = write_completions(tmp_path / f"{name}.jsonl", rows)
-    proc = dare_eval("--backend", "replay", "--suite", benchmark, "--completions", str(path), "--out", str(tmp_path / "runs"))
+    proc = dare_eval("--backend", "replay", "--suite", benchmark, "--completions", str(path),
+                     "--out", str(tmp_path / "runs"))
     _, record = run_record(proc)
     return record
 

@@ -144,6 +144,8 @@ def test_the_recipe_trains_masked_diffusion_on_a_long_canvas_of_several_blocks()
     recipe = load_experiment("tiny_llada_long_sft", {})
     d = recipe.decoding
     assert (recipe.algorithm, recipe.suite, recipe.lr, recipe.lr_schedule) == ("sft", "long_addition", 5e-4, "cosine")
-    assert d["gen_length"] >= 160 and d["gen_length"] % d["block_length"] == 0 and d["gen_length"] // d["block_length"] >= 4
-    longest = max(len(gen.gold_completion(s.metadata["a"], s.metadata["b"])) for s in load_samples("long_addition_train.jsonl"))
+    assert (d["gen_length"] >= 160 and d["gen_length"] % d["block_length"] == 0
+            and d["gen_length"] // d["block_length"] >= 4)
+    longest = max(len(gen.gold_completion(s.metadata["a"], s.metadata["b"]))
+                  for s in load_samples("long_addition_train.jsonl"))
     assert longest + 1 <= d["gen_length"]  # the work, the answer and one EOS fit the canvas

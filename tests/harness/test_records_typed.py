@@ -14,8 +14,16 @@ import pytest
 from pydantic import ValidationError
 
 from dare.harness import cli
-from dare.harness.records import (SCHEMA_VERSION, BenchmarkTiming, CurvePoint, Environment, RunRecord, Timing,
-                                  TrainingLink, json_text)
+from dare.harness.records import (
+    SCHEMA_VERSION,
+    BenchmarkTiming,
+    CurvePoint,
+    Environment,
+    RunRecord,
+    Timing,
+    TrainingLink,
+    json_text,
+)
 from dare.leaderboards.curves import load_curve
 from dare.leaderboards.loading import load_runs
 

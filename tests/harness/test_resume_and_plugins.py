@@ -36,7 +36,8 @@ def test_kill_9_then_rerun_regenerates_nothing_finished(tmp_path):
     args = ["--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "60", "--out", str(out),
             "--set", "batch_size=4", "--set", f"engine.counter={counter}"]
     # Interrupted run: killed with SIGKILL once a few batches are in the cache.
-    proc = subprocess.Popen([sys.executable, "-m", "dare.harness.cli", "--no-progress", *args, "--set", "engine.delay=0.15"],
+    proc = subprocess.Popen([sys.executable, "-m", "dare.harness.cli", "--no-progress", *args,
+                             "--set", "engine.delay=0.15"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while _count(counter) < 12 and time.monotonic() < deadline:
@@ -96,7 +97,8 @@ def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
 
 def test_a_changed_verifier_rescores_cached_generations_without_regenerating(tmp_path):
     env = {"PYTHONPATH": str(make_plugin(tmp_path / "site"))}
-    args = ["--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "10", "--out", str(tmp_path / "runs")]
+    args = ["--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "10",
+            "--out", str(tmp_path / "runs")]
     _, first = run_record(dare_eval(*args, env=env))
     assert first["counts"]["sudoku"]["generated"] == 10
     # Another verifier configuration is another verifier identity: new verdicts, same generations.

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from dare.harness.errors import ConfigError, InputError
 from dare.harness.rundir import hold, hold_outputs
 from dare.trainers.state import checkpoint as ckpt

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from dare.harness.rundir import atomic_write
 
 from .helpers import dare_eval, run_record, write_completions

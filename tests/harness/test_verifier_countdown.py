@@ -9,7 +9,7 @@ import pytest
 from dare.harness.data import load_samples
 from dare.harness.records import Sample
 from dare.harness.verifiers import verifiers
-from dare.harness.verifiers.countdown import CountdownVerifier, evaluate_expression, ExpressionError, solve
+from dare.harness.verifiers.countdown import CountdownVerifier, ExpressionError, evaluate_expression, solve
 
 NUMBERS, TARGET = [30, 100, 93], 23
 

@@ -15,7 +15,13 @@ from dare.harness.data import load_samples
 from dare.harness.errors import ConfigError
 from dare.harness.records import Sample
 from dare.harness.verifiers import verifiers
-from dare.harness.verifiers.extract import extract_math_answer, last_answer_block, last_boxed, last_number, strip_thousands
+from dare.harness.verifiers.extract import (
+    extract_math_answer,
+    last_answer_block,
+    last_boxed,
+    last_number,
+    strip_thousands,
+)
 from dare.harness.verifiers.math import MathVerifier, normalize_gold, reading_for
 from dare.harness.verifiers.worker_pool import DeadlinePool
 
@@ -254,7 +260,8 @@ def test_pool_reports_timeouts_crashes_and_exceptions():
 
 
 def test_busy_worker_exits_when_its_parent_is_killed():
-    code = "from dare.harness.verifiers.worker_pool import DeadlinePool; DeadlinePool('time:sleep', 1, 100).map([(60,)])"
+    code = ("from dare.harness.verifiers.worker_pool import DeadlinePool; "
+            "DeadlinePool('time:sleep', 1, 100).map([(60,)])")
     parent = subprocess.Popen([sys.executable, "-c", code])
 
     def children_of(pid):
@@ -312,7 +319,8 @@ def test_registry_options_and_contract():
 
 # ---- the shipped gold sets ------------------------------------------------------------------------------
 
-GOLD_SETS = ["gsm8k_test.jsonl", "math500.jsonl", "aime2024.jsonl", "aime2025.jsonl", "olympiadbench.jsonl", "amc23.jsonl"]
+GOLD_SETS = ["gsm8k_test.jsonl", "math500.jsonl", "aime2024.jsonl", "aime2025.jsonl", "olympiadbench.jsonl",
+             "amc23.jsonl"]
 
 
 def _check_gold_set(verifier, samples):

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+
 from dare.leaderboards.build import BuildReport, build_site
 
 from .leaderboard_fixtures import build_standard_fixture, read_data
@@ -40,7 +41,8 @@ def built(tmp_path_factory) -> BuiltSite:
     handler = Collect()
     logging.getLogger("dare.leaderboards").addHandler(handler)
     try:
-        report = build_site([root / "runs"], root / "site", baseline="llada-8b-instruct", title="DARE leaderboard (synthetic fixture)")
+        report = build_site([root / "runs"], root / "site", baseline="llada-8b-instruct",
+                            title="DARE leaderboard (synthetic fixture)")
     finally:
         logging.getLogger("dare.leaderboards").removeHandler(handler)
     return BuiltSite(root, report, records)

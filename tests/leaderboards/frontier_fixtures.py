@@ -89,7 +89,8 @@ def write_frontier_run(root: Path, spec: FrontierRun) -> Path:
         backend=ComponentInfo(name=spec.backend, version="0.1"),
         decoder=ComponentInfo(name=f"{family}:{spec.remasking}", version="1"),
         engine_identity={"dtype": "float32", "device": "cpu"}, decoding=decoding,
-        metrics={"sudoku": {"accuracy": MetricValue(value=value, ci=(max(0.0, value - 0.2), min(1.0, value + 0.2)), n=N)}},
+        metrics={"sudoku": {"accuracy": MetricValue(value=value, ci=(max(0.0, value - 0.2), min(1.0, value + 0.2)),
+                                                    n=N)}},
         counts={"sudoku": {"scored": N, "error": 0, "unscored": 0, "generated": N, "cached": 0}},
         timing={"sudoku.generate_s": spec.generate_s, "sudoku.verify_s": 0.01}, environment=ENV,
         command=["dare-eval", "--model", spec.model, "--suite", "sudoku"])

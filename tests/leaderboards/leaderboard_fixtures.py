@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from dare.harness.records import (
     BenchmarkInfo,
     ComponentInfo,
@@ -226,7 +227,8 @@ def many_specs(n_runs: int = 500, n_samples: int = 1319) -> list[RunSpec]:
             f"bulk-{i:04d}", "gsm8k", name, {"gsm8k": n_samples}, 0.3 + 0.4 * ((i * 37) % 100) / 100,
             DecodingConfig(gen_length=256, steps=64 + 16 * decoding_index, block_length=32),
             architecture=ARCHITECTURES[model_index % len(ARCHITECTURES)],
-            training=trained(ALGORITHMS[model_index % len(ALGORITHMS)], f"model-{model_index - 1:03d}") if is_trained else None,
+            training=(trained(ALGORITHMS[model_index % len(ALGORITHMS)], f"model-{model_index - 1:03d}")
+                      if is_trained else None),
             curve="inline" if is_trained else None))
     return specs
 

@@ -10,6 +10,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+
 from dare.harness.records import RunRecord
 from dare.leaderboards.build import build_site
 from dare.leaderboards.frontier import build_frontiers, group_key, page_name, pareto

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urljoin
 
 import pytest
+
 from dare.leaderboards.build import build_site
 
 from .frontier_fixtures import EXPECTED, write_frontier_runs
@@ -19,7 +20,8 @@ from .frontier_fixtures import EXPECTED, write_frontier_runs
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 CHROMIUM = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).is_file():
-    pytest.skip(f"no Chromium binary at {CHROMIUM} (apt-get install chromium or set DARE_CHROMIUM)", allow_module_level=True)
+    pytest.skip(f"no Chromium binary at {CHROMIUM} (apt-get install chromium or set DARE_CHROMIUM)",
+                allow_module_level=True)
 
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -92,7 +94,8 @@ def _shows_run(page, key: str) -> None:
 def test_every_point_opens_its_own_run_drill_down(page, site):
     _open_llada(page, site)
     frontier_url = page.url
-    targets = {(a.get_attribute("href"), a.get_attribute("data-run")) for a in page.locator("svg.frontier-chart a.point").all()}
+    targets = {(a.get_attribute("href"), a.get_attribute("data-run"))
+               for a in page.locator("svg.frontier-chart a.point").all()}
     assert len(targets) == len(EXPECTED)  # both charts link the same six runs, each to its own page
     for href, key in sorted(targets):
         page.goto(urljoin(frontier_url, href))

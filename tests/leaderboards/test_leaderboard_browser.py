@@ -1,7 +1,8 @@
 """The built site driven in real headless Chromium, loaded from file:// with no network.
 
 Waits use locators (``expect``), not ``wait_for_function``: the page's Content-Security-Policy forbids
-the eval that a string predicate needs, and the tests keep that policy on. Skips (with the reason) only where the Python ``playwright`` package or a Chromium binary is missing.
+the eval that a string predicate needs, and the tests keep that policy on. Skips (with the reason) only where
+the Python ``playwright`` package or a Chromium binary is missing.
 Screenshots land in test-artifacts/leaderboard/; the README screenshot docs/leaderboard.png is
 (re)written when it is missing or when DARE_UPDATE_SCREENSHOT=1.
 """
@@ -20,7 +21,8 @@ from .leaderboard_fixtures import RunSpec, read_data, write_run
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 CHROMIUM = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 if not Path(CHROMIUM).is_file():
-    pytest.skip(f"no Chromium binary at {CHROMIUM} (apt-get install chromium or set DARE_CHROMIUM)", allow_module_level=True)
+    pytest.skip(f"no Chromium binary at {CHROMIUM} (apt-get install chromium or set DARE_CHROMIUM)",
+                allow_module_level=True)
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "leaderboard"
@@ -77,7 +79,8 @@ def test_board_loads_offline_with_deltas_against_the_flag_baseline(page, built):
     page.wait_for_selector("td.delta")
     assert page.locator("tr.baseline td.model .name").inner_text() == "llada-8b-instruct"
     assert page.locator("td.noncomparable").count() == sum(
-        any(f["severity"] == "major" for f in c["flags"]) for r in built.suite("math")["rows"] for c in r["cells"].values())
+        any(f["severity"] == "major" for f in c["flags"])
+        for r in built.suite("math")["rows"] for c in r["cells"].values())
     assert page.locator("svg.spark").count() == 3
     pairs = read_data(built.site / "data" / "pairs" / f"{built.index['baseline']['math']}.js")
     marked = 0
@@ -228,18 +231,21 @@ def test_a_replayed_k2_run_shows_pass_at_2_and_a_readable_drill_down(page, tmp_p
     samples = load_samples("humaneval.jsonl")[:2]
     rows = [(s.id, c) for s in samples for c in (s.reference, "    return None\n")]
     completions = write_completions(tmp_path / "k2.jsonl", rows)
-    run_record(dare_eval("--backend", "replay", "--suite", "humaneval", "--limit", "2", "--completions", str(completions),
+    run_record(dare_eval("--backend", "replay", "--suite", "humaneval", "--limit", "2",
+                         "--completions", str(completions),
                          "--out", str(tmp_path / "runs"), "--set", f"verifier.cache_dir={tmp_path / 'cache'}"))
     report = build_site([tmp_path / "runs"], tmp_path / "site")
     page.goto((report.out / "index.html").as_uri())
     page.wait_for_selector("#table tbody tr")
-    assert page.locator("#table thead th").all_inner_texts()[-3:] == ["humaneval · pass@1", "humaneval · pass@2", "Suite mean ▼"]
+    assert page.locator("#table thead th").all_inner_texts()[-3:] == ["humaneval · pass@1", "humaneval · pass@2",
+                                                                      "Suite mean ▼"]
     assert page.locator('td[data-metric="pass@2"] .v').inner_text() == "100.0"
     assert page.locator('td[data-bench="humaneval"]:not([data-metric]) .v').inner_text() == "50.0"
     page.click('td[data-bench="humaneval"]:not([data-metric]) button')
     page.wait_for_selector("#sample-list article")
     counts = page.locator("table.counts")
-    assert counts.locator("th").all_inner_texts()[:6] == ["benchmark", "scored", "error", "unscored", "generated", "cached"]
+    assert counts.locator("th").all_inner_texts()[:6] == ["benchmark", "scored", "error", "unscored", "generated",
+                                                          "cached"]
     assert counts.locator("tr").nth(1).locator("td").all_inner_texts()[:6] == ["humaneval", "2", "0", "0", "4", "0"]
     isolation = page.locator("section.kv", has=page.locator("h3", has_text="Isolation"))
     layers = isolation.locator("li").all_inner_texts()
@@ -299,4 +305,5 @@ def test_a_baseline_picked_on_the_page_becomes_the_hatching_reference(page, tmp_
     expected = {"base-model": 0, "twin-model": 0, "other-model": 2, "other-model-2": 2}
     assert {m: model_row(page, m).locator("td.noncomparable").count() for m in expected} == expected
     title = model_row(page, "other-model").locator('td[data-bench="countdown"]').get_attribute("title")
-    assert f"decoding {DECODING_Y.config_hash()[:12]} differs from the baseline's {DECODING_X.config_hash()[:12]}" in title
+    assert (f"decoding {DECODING_Y.config_hash()[:12]} differs from the baseline's {DECODING_X.config_hash()[:12]}"
+            in title)

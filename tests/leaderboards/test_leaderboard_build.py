@@ -111,7 +111,8 @@ def test_paired_deltas_and_mcnemar_match_the_samples(built):
 
 def test_invalid_run_records_are_skipped_with_a_warning_naming_the_file(built):
     skipped = {Path(s.path).parent.name: s.reason for s in built.report.skipped}
-    assert set(skipped) == {f"broken-{n}" for n in ("newer_schema", "unknown_field", "hash_mismatch", "missing_field", "bad_json")}
+    assert set(skipped) == {f"broken-{n}" for n in ("newer_schema", "unknown_field", "hash_mismatch", "missing_field",
+                                                    "bad_json")}
     assert "newer than this dare" in skipped["broken-newer_schema"]
     assert "config_hash" in skipped["broken-hash_mismatch"]
     for name in skipped:
@@ -151,6 +152,7 @@ def test_each_cell_has_a_complete_sample_shard(built):
     row = built.rows("math", "llada-8b-d1")[0]
     detail = read_data(built.site / "data" / "runs" / f"{row['cells']['gsm8k']['run']}.js")
     shard = read_data(built.site / detail["cells"]["gsm8k"]["shard"])
-    source = [json.loads(line) for line in (built.root / "runs" / "r05-llada-d1" / "samples.jsonl").read_text().splitlines()]
+    source = [json.loads(line)
+              for line in (built.root / "runs" / "r05-llada-d1" / "samples.jsonl").read_text().splitlines()]
     assert shard == [s for s in source if s["benchmark"] == "gsm8k"]
     assert detail["cells"]["gsm8k"]["verdicts"]["pass"] == sum(s["passed"] for s in shard)

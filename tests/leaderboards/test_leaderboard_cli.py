@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from dare.leaderboards.cli import main
 
 from .leaderboard_fixtures import RunSpec, write_broken_runs, write_run

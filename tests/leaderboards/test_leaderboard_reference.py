@@ -23,7 +23,8 @@ def tie_runs(root, first: DecodingConfig, second: DecodingConfig):
     specs = [RunSpec("t1-base", "planning", "base-model", PLANNING, 0.5, first, created_at="2026-11-20T10:00:00Z"),
              RunSpec("t2-twin", "planning", "twin-model", PLANNING, 0.5, first, created_at="2026-11-20T10:00:00Z"),
              RunSpec("t3-other", "planning", "other-model", PLANNING, 0.5, second, created_at="2026-11-10T10:00:00Z"),
-             RunSpec("t4-other2", "planning", "other-model-2", PLANNING, 0.5, second, created_at="2026-11-10T10:00:00Z")]
+             RunSpec("t4-other2", "planning", "other-model-2", PLANNING, 0.5, second,
+                     created_at="2026-11-10T10:00:00Z")]
     for spec in specs:
         write_run(root, spec)
 

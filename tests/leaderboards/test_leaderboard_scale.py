@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+
 from dare.leaderboards.build import build_site
 
 from .leaderboard_fixtures import build_many_fixture, read_data
@@ -18,7 +19,8 @@ def test_500_runs_of_1319_samples_build_in_under_a_minute(tmp_path):
     report = build_site([tmp_path / "runs"], tmp_path / "site")
     seconds = time.perf_counter() - started
     site = tmp_path / "site"
-    page_open = sum(f.stat().st_size for f in [site / "index.html", site / "data" / "index.js", *(site / "assets").iterdir()])
+    page_open = sum(f.stat().st_size
+                    for f in [site / "index.html", site / "data" / "index.js", *(site / "assets").iterdir()])
     print(f"\n500 runs x 1319 samples: build {seconds:.1f} s, page opens with {page_open / 1e6:.2f} MB")
     assert report.runs == 500 and report.suites == {"gsm8k": 500}
     assert seconds < 60

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from dare.leaderboards.statistics import (
     MEAN_KEY,
     _column,

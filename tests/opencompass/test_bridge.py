@@ -62,7 +62,8 @@ def planning_completions(tmp_path_factory) -> Path:
 
 
 def test_replayed_generations_score_the_same_through_opencompass(tmp_path, capsys, planning_completions):
-    common = ["--suite", "planning", "--limit", str(LIMIT), "--completions", str(planning_completions), "--model", "replayed"]
+    common = ["--suite", "planning", "--limit", str(LIMIT), "--completions", str(planning_completions),
+              "--model", "replayed"]
     code, native_dir, err = dare_eval(capsys, "--backend", "replay", *common, "--out", str(tmp_path / "native"))
     assert code == 0, err
     code, oc_dir, err = dare_eval(capsys, "--engine", "opencompass", *common, "--out", str(tmp_path / "oc"))
@@ -97,8 +98,10 @@ def test_tiny_llada_runs_end_to_end_through_opencompass(tmp_path, capsys):
 
 
 def test_unimportable_model_type_is_an_error_before_anything_runs():
-    cfg = ConfigDict(models=[dict(type="dare_no_such_module.DareModel", abbr="m")], datasets=[[dare_dataset("countdown", 1)]])
-    with pytest.raises(PrerequisiteError, match=r"config.models\[0\].type 'dare_no_such_module.DareModel' cannot be imported"):
+    cfg = ConfigDict(models=[dict(type="dare_no_such_module.DareModel", abbr="m")],
+                     datasets=[[dare_dataset("countdown", 1)]])
+    with pytest.raises(PrerequisiteError,
+                       match=r"config.models\[0\].type 'dare_no_such_module.DareModel' cannot be imported"):
         check_importable(cfg)
     check_importable(ConfigDict(models=[dict(type="dare.backends.opencompass.model.DareModel")]))  # ours imports
 
@@ -168,6 +171,7 @@ def test_dare_model_serves_opencompass_own_dataset_and_evaluator(tmp_path):
     for i, question in enumerate(["1+1?", "2+3?"]):
         messages = (Message(role="user", content=f"Q: {question}"),)
         sample_id = f"oc-{prompt_hash(messages)}"
-        [expected] = engine.generate([GenerationRequest(sample_id, 0, messages, request_seed(3, sample_id, 0))], decoding)
+        [expected] = engine.generate([GenerationRequest(sample_id, 0, messages, request_seed(3, sample_id, 0))],
+                                     decoding)
         assert predictions[str(i)]["origin_prompt"] == [{"role": "user", "content": f"Q: {question}"}]
         assert predictions[str(i)]["prediction"] == expected.text

@@ -24,7 +24,8 @@ def run(config: Path, work_dir: Path) -> subprocess.CompletedProcess:
 def test_unimportable_model_module_exits_2_before_opencompass_starts(tmp_path):
     config = tmp_path / "eval_local.py"
     config.write_text(CONFIG_HEAD + 'datasets = dare.dare_datasets("countdown", limit=1)\n'
-                      'models = [dict(type="my_local_dllm.MyModel", abbr="mine", path="x", run_cfg=dict(num_gpus=0))]\n')
+                      'models = [dict(type="my_local_dllm.MyModel", abbr="mine", path="x", '
+                      'run_cfg=dict(num_gpus=0))]\n')
     proc = run(config, tmp_path / "outputs")
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]

@@ -22,7 +22,8 @@ from dare.harness.data import load_samples  # noqa: E402
 from dare.harness.verifiers import verifiers  # noqa: E402
 
 OPENCOMPASS = Path(sys.executable).parent / "opencompass"  # the console script of this venv
-HEAD = "from mmengine.config import read_base\nwith read_base():\n    from dare.opencompass import dare_datasets, dare_model\n"
+HEAD = ("from mmengine.config import read_base\nwith read_base():\n"
+        "    from dare.opencompass import dare_datasets, dare_model\n")
 MIXED = SHIPPED_CONFIGS / "opencompass" / "eval_dare_mixed_tiny.py"
 
 
@@ -41,9 +42,12 @@ def write_config(tmp_path: Path, body: str, name: str = "eval_user.py") -> Path:
 @pytest.mark.parametrize("model, message", [
     ('dare_model("torch", "tiny-sdr")', "dare_model: unknown model 'tiny-sdr'; did you mean 'tiny-sdar'"),
     ('dare_model("torh", "tiny-llada")', "dare_model: unknown engine 'torh'; did you mean 'torch'?"),
-    ('dare_model("torch", "tiny-llada", decoding=dict(stepz=4))', "dare_model: decoding field 'stepz' does not exist; did you mean 'steps'?"),
-    ('dare_model("torch", "tiny-llada", decodng=dict(steps=4))', "dare_model: unexpected keyword decodng={'steps': 4}; did you mean 'decoding'?"),
-    ('dare_model("torch", model_path="/no/such/checkpoint")', "dare_model: --model-path /no/such/checkpoint is not a directory"),
+    ('dare_model("torch", "tiny-llada", decoding=dict(stepz=4))',
+     "dare_model: decoding field 'stepz' does not exist; did you mean 'steps'?"),
+    ('dare_model("torch", "tiny-llada", decodng=dict(steps=4))',
+     "dare_model: unexpected keyword decodng={'steps': 4}; did you mean 'decoding'?"),
+    ('dare_model("torch", model_path="/no/such/checkpoint")',
+     "dare_model: --model-path /no/such/checkpoint is not a directory"),
 ])
 def test_a_typo_stops_plain_opencompass_with_one_line_while_reading_the_config(tmp_path, model, message):
     config_file = write_config(tmp_path, f'datasets = dare_datasets("countdown", limit=1)\nmodels = [{model}]\n')
@@ -55,16 +59,19 @@ def test_a_typo_stops_plain_opencompass_with_one_line_while_reading_the_config(t
 
 
 def test_the_wrapper_exits_2_on_a_typo_and_names_the_fix_for_a_top_level_import(tmp_path):
-    config_file = write_config(tmp_path, 'datasets = dare_datasets("countdwn")\nmodels = [dare_model("torch", "tiny-llada")]\n')
+    config_file = write_config(tmp_path, 'datasets = dare_datasets("countdwn")\n'
+                               'models = [dare_model("torch", "tiny-llada")]\n')
     proc = opencompass(config_file, tmp_path / "outputs", wrapped=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "dare_datasets: unknown suite 'countdwn'; did you mean 'countdown'" in proc.stderr.strip().splitlines()[-1]
     top_level = tmp_path / "eval_top.py"
     top_level.write_text("from dare.backends.opencompass.configs import dare_datasets, dare_model\n"
-                         'datasets = dare_datasets("countdown", limit=1)\nmodels = [dare_model("torch", "tiny-llada")]\n')
+                         'datasets = dare_datasets("countdown", limit=1)\n'
+                         'models = [dare_model("torch", "tiny-llada")]\n')
     proc = opencompass(top_level, tmp_path / "outputs", wrapped=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].endswith("`with read_base(): from dare.opencompass import dare_datasets, dare_model`")
+    assert proc.stderr.strip().splitlines()[-1].endswith(
+        "`with read_base(): from dare.opencompass import dare_datasets, dare_model`")
 
 
 def test_the_mixed_config_reads_dumps_and_reads_back(tmp_path):
@@ -151,7 +158,8 @@ def test_max_out_len_on_a_dare_model_points_at_gen_length():
     from dare.backends.opencompass.configs import dare_model
     from dare.backends.opencompass.validate import ConfigTimeError
 
-    with pytest.raises(ConfigTimeError, match=r"max_out_len is DARE's decoding.gen_length; pass decoding=dict\(gen_length=N\)"):
+    with pytest.raises(ConfigTimeError,
+                       match=r"max_out_len is DARE's decoding.gen_length; pass decoding=dict\(gen_length=N\)"):
         dare_model("torch", "tiny-llada", max_out_len=512)
     config_cfg = dare_model("torch", "tiny-llada", decoding=dict(gen_length=64))
     assert config_cfg["max_out_len"] == 64 and config_cfg["decoding"] == {"gen_length": 64}

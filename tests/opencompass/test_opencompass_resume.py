@@ -19,7 +19,8 @@ from ..harness.helpers import dare_eval, run_record, write_completions  # noqa: 
 from ..harness.plugin_fixture import make_plugin  # noqa: E402
 from ..harness.test_rundir_lock import _held  # noqa: E402
 
-OPENCOMPASS = ["--backend", "opencompass", "--set", "engine.via=sudoku-solver", "--model", "solver", "--suite", "sudoku"]
+OPENCOMPASS = ["--backend", "opencompass", "--set", "engine.via=sudoku-solver", "--model", "solver",
+               "--suite", "sudoku"]
 
 
 def _count(counter) -> int:
@@ -30,8 +31,10 @@ def test_kill_9_then_rerun_regenerates_nothing_finished_through_opencompass(tmp_
     env = {**os.environ, "PYTHONPATH": str(make_plugin(tmp_path / "site"))}
     counter = tmp_path / "generated.txt"
     out = tmp_path / "runs"
-    args = [*OPENCOMPASS, "--limit", "60", "--out", str(out), "--set", "batch_size=4", "--set", f"engine.counter={counter}"]
-    proc = subprocess.Popen([sys.executable, "-m", "dare.harness.cli", "--no-progress", *args, "--set", "engine.delay=0.15"],
+    args = [*OPENCOMPASS, "--limit", "60", "--out", str(out), "--set", "batch_size=4",
+            "--set", f"engine.counter={counter}"]
+    proc = subprocess.Popen([sys.executable, "-m", "dare.harness.cli", "--no-progress", *args,
+                             "--set", "engine.delay=0.15"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while _count(counter) < 12 and time.monotonic() < deadline:

@@ -70,7 +70,8 @@ def test_unshare_fallback_runs_and_isolates_the_network():
 
 def test_no_isolation_is_refused_with_the_fix(monkeypatch):
     none = dataclasses.replace(detect(), backend="none")
-    with pytest.raises(SandboxError, match="apt-get install bubblewrap.*--unsafe-local-exec .unsafe_local_exec=True in Python"):
+    with pytest.raises(SandboxError,
+                       match="apt-get install bubblewrap.*--unsafe-local-exec .unsafe_local_exec=True in Python"):
         Sandbox(isolation=none)
     monkeypatch.setattr("dare.harness.sandbox.pool.detect", lambda uid_base: none)
     with pytest.raises(SandboxError):

@@ -36,12 +36,15 @@ def test_trailing_prose_is_cut_at_the_longest_parsable_prefix():
 def test_mbpp_markers_and_quotes():
     completion = " 'def add(a, b):\r\n  return a + b' \n[DONE] \n\n You are an expert"
     assert strip_mbpp_markers(completion) == "def add(a, b):\r\n  return a + b"
-    assert build_program(None, "[BEGIN]\n" + completion, "add", strip_markers=True) == "def add(a, b):\n  return a + b\n"
-    assert build_program(None, "```python\ndef add(a, b):\n    return a + b\n```\n[DONE]", "add", True).startswith("def add")
+    assert (build_program(None, "[BEGIN]\n" + completion, "add", strip_markers=True)
+            == "def add(a, b):\n  return a + b\n")
+    assert build_program(None, "```python\ndef add(a, b):\n    return a + b\n```\n[DONE]", "add",
+                         True).startswith("def add")
 
 
 def test_assert_shapes_are_classified():
-    test = ("def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2)\n    assert not candidate(3)\n"
+    test = ("def check(candidate):\n    assert candidate(1) == 2\n    assert candidate(2)\n"
+            "    assert not candidate(3)\n"
             "    assert abs(candidate(4) - 1.0) < 1e-6\n    assert set(add(5)) == {1}\n")
     rewritten = rewrite(test, "add", call_after="check")
     assert rewritten.site_kinds == ("eq", "truthy", "falsy", "judge", "judge")

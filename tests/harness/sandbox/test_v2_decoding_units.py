@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 
 from dare.harness.sandbox.codec import MAX_RECORD_COST, CodecError, decode, dumps, encode, loads, record_cost
-from dare.harness.sandbox.plain import MAX_KEYED_MEMBERS
-from dare.harness.sandbox.plain import PlainDict, PlainSet
+from dare.harness.sandbox.plain import MAX_KEYED_MEMBERS, PlainDict, PlainSet
 from dare.harness.sandbox.plans import TestPlan as Plan
 from dare.harness.sandbox.verdicts import Outcome
 
@@ -109,7 +108,8 @@ def test_hostile_records_are_refused(text):
 
 
 def test_bare_ints_beyond_64_bits_are_refused():
-    for text in (b'{"ok":1' + b"0" * 30 + b"}", b'{"ok":[1.5,2,-1' + b"0" * 19 + b"]}", b'{"ok":[1' + b"0" * 19 + b"]}"):
+    for text in (b'{"ok":1' + b"0" * 30 + b"}", b'{"ok":[1.5,2,-1' + b"0" * 19 + b"]}",
+                 b'{"ok":[1' + b"0" * 19 + b"]}"):
         with pytest.raises(CodecError):
             decode(loads(text)["ok"])
     with pytest.raises(CodecError):
@@ -211,7 +211,8 @@ def _hostile_records():
     for value in values:
         yield {"i": 0, "ok": value, "t": 0.0}
     yield from ({"i": 0, "err": "\ud800" * 100, "msg": ["\udfff"] * 1000}, {"i": 0, "err": {"d": []}},
-                {"i": 0}, {"i": "0", "ok": 1}, {"i": 5, "ok": 1}, {"i": True, "ok": 1}, {"done": 99}, {"i": 0, "timeout": 1})
+                {"i": 0}, {"i": "0", "ok": 1}, {"i": 5, "ok": 1}, {"i": True, "ok": 1}, {"done": 99},
+                {"i": 0, "timeout": 1})
     rng = random.Random(7)
     for _ in range(1500):  # random trees of tags and bodies: mostly invalid, all valid JSON
         yield {"i": 0, "ok": _random_wire(rng, 0), "t": 0.0}

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 
 import pytest
 
 from dare.harness.data import load_samples
-from dare.harness.sandbox import Sandbox, encode
+from dare.harness.sandbox import Sandbox, encode, plans
 from dare.harness.sandbox.isolation import detect
 from dare.harness.sandbox.launcher import ENCODE_RATE, END_S, STEP_SLACK_S, Clock, LineStream, step_limit
-from dare.harness.sandbox import plans
 from dare.harness.sandbox.plans import PlanCache, default_cache_dir, plan_from_asserts, reference_calls
 from dare.harness.sandbox.pool import TRUSTED_UID_OFFSET
 from dare.harness.verifiers.code import CodeVerifier
