@@ -26,13 +26,14 @@ import json
 import time
 
 import torch
+
 from dare.backends.engines.fastdllm import FastDllmEngine
 from dare.backends.engines.torch import TorchEngine
 from dare.harness import config, prompts
 from dare.harness import verifiers as _verifiers  # noqa: F401  (registers the verifiers)
 from dare.harness.data import load_samples
-from dare.harness.metrics import bootstrap_ci, partial_credit
 from dare.harness.engine import EngineContext, GenerationRequest, request_seed
+from dare.harness.metrics import bootstrap_ci, partial_credit
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import verifiers
 

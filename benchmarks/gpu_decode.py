@@ -19,6 +19,7 @@ import time
 from functools import partial
 
 import torch
+
 from dare.backends import models as _models  # noqa: F401  (registers the architectures)
 from dare.backends.decoding.common import Canvas
 from dare.backends.decoding.fastdllm import cached_decoder

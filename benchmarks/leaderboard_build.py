@@ -22,8 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "leaderboards"))
 
-from dare.leaderboards.build import build_site
 from leaderboard_fixtures import build_many_fixture
+
+from dare.leaderboards.build import build_site
 
 
 def page_open_bytes(site: Path) -> int:

@@ -18,15 +18,15 @@ import json
 from pathlib import Path
 
 import torch
+from mdm_control import forward  # the control's bidirectional forward (benchmarks/ is on sys.path)
 
 from dare.backends.engines.torch import TorchEngine
-from dare.harness.engine import EngineContext
-from dare.harness.generators.long_addition import DIGITS, WIDTH
 from dare.harness import config as cfg
 from dare.harness.data import load_samples
+from dare.harness.engine import EngineContext
+from dare.harness.generators.long_addition import DIGITS, WIDTH
 from dare.trainers.training.data import TrainItem
 from dare.trainers.training.rollout import Verifiers, supervised_batch
-from mdm_control import forward  # the control's bidirectional forward (benchmarks/ is on sys.path)
 
 GEN_LENGTH = 160
 T_VALUES = (0.1, 0.5, 1.0)

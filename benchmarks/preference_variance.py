@@ -19,12 +19,13 @@ import json
 import time
 
 import torch
+
 from dare.harness.engine import EngineContext
 from dare.harness.models import resolve
 from dare.harness.registry import engines
 from dare.trainers import build_estimator
-from dare.trainers.training.policy import ModelPolicy
 from dare.trainers.preference.pairs import preference_batch, preference_items
+from dare.trainers.training.policy import ModelPolicy
 
 SETTINGS = {  # name: (estimator, options, shared noise with the reference)
     "dpo_n1_independent": ("mc_elbo", {"samples": 1}, False),

@@ -10,8 +10,18 @@ Public API for plugin authors::
 from . import ops
 from . import plugin as _plugin  # noqa: F401  (registers the built-ins)
 from .advantages import advantage
-from .api import (Algorithm, AlgorithmConfig, Estimator, Needs, Policy, RolloutAdditions, algorithm, build_algorithm,
-                  build_estimator, estimator)
+from .api import (
+                  Algorithm,
+                  AlgorithmConfig,
+                  Estimator,
+                  Needs,
+                  Policy,
+                  RolloutAdditions,
+                  algorithm,
+                  build_algorithm,
+                  build_estimator,
+                  estimator,
+)
 from .batch import Estimate, LossOutput, RolloutBatch
 from .losses import policy_loss
 

@@ -303,8 +303,9 @@ def estimator_options_model(cls: type) -> type[BaseModel]:
 
 def estimator_problems(name: str, options: dict[str, Any]) -> list[str]:
     """Everything wrong with ``options`` for the estimator ``name`` (empty when they validate)."""
-    from dare.harness.config import validation_problems
     from pydantic import ValidationError
+
+    from dare.harness.config import validation_problems
 
     try:
         estimators.get(name).Options.model_validate(options)
@@ -327,8 +328,9 @@ def build_estimator(name: str, options: dict[str, Any]) -> Estimator:
 
 def build_algorithm(name: str, settings: dict[str, Any] | None = None) -> Algorithm:
     """The registered algorithm ``name`` configured with ``settings`` (all bad keys reported at once)."""
-    from dare.harness.config import validation_problems
     from pydantic import ValidationError
+
+    from dare.harness.config import validation_problems
 
     cls = algorithms.get(name)
     try:

@@ -67,7 +67,7 @@ def _first_line(doc: str | None) -> str:
 def list_everything() -> str:
     from dare.trainers import plugin  # noqa: F401  (registers the built-ins)
 
-    from .training.config import load_yaml_model, preset_names, AlgorithmPreset, catalog
+    from .training.config import AlgorithmPreset, catalog, load_yaml_model, preset_names
 
     lines = ["algorithms:"]
     classes = {id(c): c for c in (algorithms.get(n) for n in algorithms.names())}
@@ -118,11 +118,11 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> Path:
-    from .state.checkpoint import exclusive
-    from .training.config import dare_preset, load_experiment
     from dare.harness.cli import summary
     from dare.harness.config import model_name
 
+    from .state.checkpoint import exclusive
+    from .training.config import dare_preset, load_experiment
     from .training.evaluate import evaluate_checkpoint, read_eval_marker, write_eval_marker
     from .training.trainer import LocalTrainer
 

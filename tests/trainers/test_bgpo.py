@@ -11,9 +11,9 @@ import torch
 
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm, build_estimator
+from dare.trainers.cli import main
 from dare.trainers.losses.bounds import bound_ratio
 from dare.trainers.ops import clip_surrogate
-from dare.trainers.cli import main
 from dare.trainers.training.config import resolve_algorithm
 from dare.trainers.training.trainer import accumulate_gradients
 

@@ -23,8 +23,8 @@ from dare.trainers import build_estimator
 from dare.trainers.algorithms.cj_grpo import step_pooled_weights, transition_weights
 from dare.trainers.api import build_algorithm
 from dare.trainers.cli import main
-from dare.trainers.training.evaluate import read_eval_marker
 from dare.trainers.training.config import resolve_algorithm
+from dare.trainers.training.evaluate import read_eval_marker
 from dare.trainers.training.policy import ModelPolicy
 from dare.trainers.training.rollout import rollout_batch
 from dare.trainers.training.sequences import build_layout, key_mask

@@ -11,8 +11,8 @@ import torch
 
 from dare.harness.errors import ConfigError
 from dare.trainers import build_algorithm, build_estimator
-from dare.trainers.losses.sequence import log_clipped_ratio
 from dare.trainers.cli import main
+from dare.trainers.losses.sequence import log_clipped_ratio
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 from .toy import ContextFreePolicy, JointPolicy, make_batch

@@ -7,8 +7,13 @@ import math
 import torch
 
 from dare.trainers import build_algorithm
-from dare.trainers.ops import (clipped_policy_loss, grpo_advantages, kl_penalty, mean_baseline_advantages,
-                               rloo_advantages)
+from dare.trainers.ops import (
+    clipped_policy_loss,
+    grpo_advantages,
+    kl_penalty,
+    mean_baseline_advantages,
+    rloo_advantages,
+)
 
 from .toy import ContextFreePolicy, make_batch
 

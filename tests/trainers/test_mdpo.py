@@ -17,9 +17,9 @@ from dare.harness.records import DecodingConfig, Message
 from dare.trainers.algorithms.mdpo import select_steps, step_advantages, step_scores
 from dare.trainers.api import build_algorithm
 from dare.trainers.cli import main
-from dare.trainers.training.evaluate import read_eval_marker
-from dare.trainers.training.config import resolve_algorithm
 from dare.trainers.estimators.step_prediction import step_predictions, step_states
+from dare.trainers.training.config import resolve_algorithm
+from dare.trainers.training.evaluate import read_eval_marker
 from dare.trainers.training.policy import ModelPolicy
 from dare.trainers.training.rollout import rollout_batch
 from dare.trainers.training.sequences import build_layout, key_mask

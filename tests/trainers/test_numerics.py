@@ -12,9 +12,9 @@ import torch
 
 from dare.harness import registry
 from dare.trainers import build_algorithm
+from dare.trainers.cli import main
 from dare.trainers.losses.bounds import bound_ratio
 from dare.trainers.losses.sequence import log_clipped_ratio
-from dare.trainers.cli import main
 from dare.trainers.ops import clipped_policy_loss, kl_penalty, safe_exp
 
 from .test_train_cli import FAST

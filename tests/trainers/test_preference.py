@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+
 from dare.harness import config as hcfg
 from dare.harness.data import DATA_DIR, load_samples
 from dare.harness.errors import ConfigError, DataError
@@ -14,10 +15,10 @@ from dare.harness.prompts import template
 from dare.harness.verifiers import verifiers
 from dare.trainers import build_algorithm, build_estimator
 from dare.trainers.cli import main
-from dare.trainers.training.evaluate import read_eval_marker
-from dare.trainers.training.config import resolve_algorithm
-from dare.trainers.preference.pairs import preference_items, read_pairs
 from dare.trainers.preference.build import build_pairs
+from dare.trainers.preference.pairs import preference_items, read_pairs
+from dare.trainers.training.config import resolve_algorithm
+from dare.trainers.training.evaluate import read_eval_marker
 
 from .toy import ContextFreePolicy, JointPolicy, make_batch
 

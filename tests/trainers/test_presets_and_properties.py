@@ -13,7 +13,6 @@ from dare.trainers.training.policy import ModelPolicy
 
 from .toy import ContextFreePolicy, JointPolicy, make_batch
 
-
 NAMES_A_DEFAULT = {"dipo_online"}  # DiRL's rl.yaml runs one update per batch (num_iterations 1): the default
 
 

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
 from dare.harness import config as hcfg
 from dare.harness.data import DATA_DIR, verified_path
 from dare.harness.engine import InProcessEngine
 from dare.harness.errors import DataError
 from dare.harness.prompts import template
 from dare.harness.records import Message, Sample
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..batch import RolloutBatch
 from ..training.rollout import text_pairs_batch
