@@ -101,7 +101,7 @@ def test_a_fresh_record_has_the_keys_the_old_code_wrote(capsys, tmp_path):
 
 
 def test_the_training_link_serialises_as_dare_train_wrote_it():
-    from dare.trainers.evaluate import curve
+    from dare.trainers.training.evaluate import curve
 
     old = json.loads((FIXTURES / "records_v2" / "train-d1" / "run.json").read_text())["model"]["training"]
     link = TrainingLink(**{**old, "curve": curve([{"step": 1, "reward": 0.5, "loss": 0.25, "lr": 0.01}])})
