@@ -11,7 +11,8 @@ batching cannot then raise tokens/s on this device). ``dream_vs_llada``: full-vo
 checkpoints (LLaDA 126,464 and Dream 152,064 rows; hidden 64) decode the same canvas (4 prompts, gen 32,
 one token per step); seconds of each and Dream / LLaDA. ``confidence_ms``: Dream's greedy entropy confidence
 for one step's logits (4, 32, 152,064) by the chunked reductions of :mod:`dare.backends.decoding.stats`
-against full float64 softmax tensors. Timings are the best of ``--repeats`` (the two batch sizes interleaved). The last line is one JSON object.
+against full float64 softmax tensors. Timings are the best of ``--repeats`` (the two batch sizes interleaved).
+The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def batch_scaling(engine: TorchEngine, requests, gen: int, batch: int, repeats: 
         engine.generate(requests[:b], cfg)  # warm-up
     for _ in range(repeats):  # interleaved, so a change in the machine's load hits both sizes alike
         for b, cfg in cfgs.items():
-            best[b] = min(best.get(b, float("inf")), _best(lambda: engine.generate(requests, cfg), 1))
+            best[b] = min(best.get(b, float("inf")), _best(lambda cfg=cfg: engine.generate(requests, cfg), 1))
     for b, seconds in best.items():
         out[f"B{b}"] = {"seconds": round(seconds, 3), "tokens_per_s": round(len(requests) * gen / seconds, 1)}
     out["ratio"] = round(out[f"B{batch}"]["tokens_per_s"] / out["B1"]["tokens_per_s"], 2)
@@ -77,11 +78,12 @@ def forward_scaling(engine: TorchEngine, requests, gen: int, batch: int, repeats
         canvas = Canvas.build(ids[:b], gen, model.mask_id, model.pad_id, "cpu")
         mask = canvas.valid[:, None, None, :]
         with torch.inference_mode():
-            run = lambda: model.net(canvas.tokens, canvas.positions, mask, logits_range=(canvas.gen_start, canvas.gen_start + 32))  # noqa: E731
+            run = lambda canvas=canvas, mask=mask: model.net(  # noqa: E731
+                canvas.tokens, canvas.positions, mask, logits_range=(canvas.gen_start, canvas.gen_start + 32))
             run()
-            seconds = _best(lambda: [run() for _ in range(5)], repeats) / 5
+            seconds = _best(lambda run=run: [run() for _ in range(5)], repeats) / 5
             x = torch.randn(b * out["canvas_length"], linear.in_features)
-            gemm = _best(lambda: [linear(x) for _ in range(20)], repeats) / 20
+            gemm = _best(lambda x=x: [linear(x) for _ in range(20)], repeats) / 20
         out[f"B{b}"] = {"ms_per_row": round(seconds * 1e3 / b, 2),
                         "gemm_gflops": round(2 * x.shape[0] * linear.weight.numel() / gemm / 1e9, 1)}
     out["ms_per_row_ratio"] = round(out["B1"]["ms_per_row"] / out[f"B{batch}"]["ms_per_row"], 2)
@@ -96,7 +98,8 @@ def dream_vs_llada(requests, repeats: int) -> dict:
             engine = TorchEngine(EngineContext(model_name=f"hub-{arch}", model_path=path, device="cpu"))
             cfg = DecodingConfig(gen_length=32, steps=32, block_length=32, batch_size=4, remasking=remasking)
             engine.generate(requests[:1], cfg)
-            out[arch] = {"seconds": round(_best(lambda: engine.generate(requests[:4], cfg), repeats), 3)}
+            out[arch] = {"seconds": round(_best(lambda engine=engine, cfg=cfg: engine.generate(requests[:4], cfg),
+                                                repeats), 3)}
     out["ratio"] = round(out["dream"]["seconds"] / out["llada"]["seconds"], 2)
     return out
 
@@ -110,7 +113,8 @@ def confidence_ms(repeats: int) -> dict:
 
     chunked = _best(lambda: greedy_stats(logits, entropy=True), repeats) * 1e3
     reference = _best(full, repeats) * 1e3
-    return {"chunked": round(chunked, 1), "float64_softmax": round(reference, 1), "ratio": round(reference / chunked, 2)}
+    return {"chunked": round(chunked, 1), "float64_softmax": round(reference, 1),
+            "ratio": round(reference / chunked, 2)}
 
 
 def main() -> None:

@@ -8,9 +8,10 @@ Strategies: every decoder registered for the model's decoding family (``<family>
 with its default options), plus every KV cache of ``registry.caches`` that supports the family (Fast-dLLM
 prefix and dual, dKV-Cache; low confidence, or maskgit_plus on Dream) and dual + threshold 0.9.
 Each is a full ``dare.plan`` / ``dare.evaluate`` run (run.json and samples.jsonl under ``--out``), one
-token per step (steps = gen_length). Per strategy the JSON holds accuracy with its interval (and partial credit where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation seconds), the
-speed-up over the reference (``<family>:low_confidence`` uncached) and the run directory. Tiny models
-make the ratios about decoder overheads, not about a paper's quality claims.
+token per step (steps = gen_length). Per strategy the JSON holds accuracy with its interval (and partial credit
+where the benchmark has it), NFE per generated token, tokens/s (generated canvas tokens over generation
+seconds), the speed-up over the reference (``<family>:low_confidence`` uncached) and the run directory. Tiny
+models make the ratios about decoder overheads, not about a paper's quality claims.
 
 ``--repeat R`` times every strategy R times, round-robin over the strategies (so a change of machine
 load falls on all of them alike, not on whichever ran then), and keeps under ``--out`` the run with the
@@ -71,7 +72,8 @@ def run_one(model: str, suite: str, engine: str, sets: list[str], args, out: str
     seconds = sum(v for k, v in run["timing"].items() if k.endswith(".generate_s"))
     tokens = len(rows) * args.gen_length
     return {"accuracy": accuracy["value"], "ci": accuracy["ci"], "n": accuracy["n"],
-            "partial_credit": partial["value"] if partial else None, "partial_credit_ci": partial["ci"] if partial else None,
+            "partial_credit": partial["value"] if partial else None,
+            "partial_credit_ci": partial["ci"] if partial else None,
             "nfe_per_token": round(sum(r["nfe"] for r in rows) / tokens, 4),
             "nfe_official_per_token": round(sum(r.get("nfe_official") or r["nfe"] for r in rows) / tokens, 4),
             "tokens_per_s": round(tokens / seconds, 1) if seconds else None, "generate_s": seconds,
@@ -90,7 +92,8 @@ def repeated(chosen: dict[str, tuple[str, list[str]]], args) -> dict[str, dict]:
         kept = {}
         for label, runs in rows.items():
             if len({(r["accuracy"], r["nfe_per_token"]) for r in runs}) > 1:
-                raise SystemExit(f"{label}: accuracy or NFE differs between repeats ({runs}); decoding is not deterministic")
+                raise SystemExit(f"{label}: accuracy or NFE differs between repeats ({runs}); "
+                                 "decoding is not deterministic")
             median = sorted(runs, key=lambda r: r["tokens_per_s"] or 0.0)[len(runs) // 2]
             target = Path(args.out) / Path(median["run_dir"]).name
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -5,10 +5,10 @@
 
 Prompts come from the benchmark's own prompt template and are scored by its verifier (dare.harness), so
 the accuracies are real (the shipped tiny-llada is trained on Sudoku with 32-token answers; ``partial_credit``
-is the benchmark's partial-credit metric). Modes: ``reference`` (torch engine, one token per step, steps = gen_length), ``prefix`` / ``dual``
-(Fast-dLLM caches, same steps), ``dual_threshold`` (dual cache + threshold commits). Every mode decodes
-the same prompts unless ``--reference-samples`` limits the slow reference to the first N (tokens/s is a
-rate; its accuracy is then over that subset, reported with its n).
+is the benchmark's partial-credit metric). Modes: ``reference`` (torch engine, one token per step, steps =
+gen_length), ``prefix`` / ``dual`` (Fast-dLLM caches, same steps), ``dual_threshold`` (dual cache + threshold
+commits). Every mode decodes the same prompts unless ``--reference-samples`` limits the slow reference to the
+first N (tokens/s is a rate; its accuracy is then over that subset, reported with its n).
 The last line is one JSON object with ``speedup`` (mode -> tokens/s over the reference), ``accuracy``
 with its bootstrap 95% interval (``accuracy_ci``), ``accuracy_delta`` (each mode minus the reference,
 paired over the prompts both decoded, with its paired bootstrap interval) and ``partial_credit``.

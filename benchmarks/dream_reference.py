@@ -97,7 +97,8 @@ def main() -> None:
                       "vocab": 152064, "threads": args.threads, "reference": str(args.reference),
                       "official_s": round(best["official"], 3), "ours_s": round(best["ours"], 3),
                       "speed_ratio": round(best["official"] / best["ours"], 2),
-                      "tokens_identical": bool(torch.equal(theirs, ours)), "differing_tokens": int((theirs != ours).sum())}))
+                      "tokens_identical": bool(torch.equal(theirs, ours)),
+                      "differing_tokens": int((theirs != ours).sum())}))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ folder per model under ``--records``), e.g. after a new decoding strategy is reg
     python benchmarks/decode_frontier.py --model tiny-llada --suite sudoku --limit 32 --threads 1 --repeat 3 \
         --out docs/figures/frontier/tiny-llada --json docs/figures/frontier/tiny-llada/frontier.json
     python benchmarks/decode_frontier.py --model tiny-sdar --suite sudoku --limit 32 --threads 1 --repeat 3 \
-        --gen-length 64 --block-length 4 --out docs/figures/frontier/tiny-sdar --json docs/figures/frontier/tiny-sdar/frontier.json
+        --gen-length 64 --block-length 4 --out docs/figures/frontier/tiny-sdar \
+        --json docs/figures/frontier/tiny-sdar/frontier.json
 
 (delete the old run directories first: a strategy run twice is shown once, the newest). The last line
 printed is one JSON object: the picture, its size, the frontier pages and the machine(s) the records

@@ -6,9 +6,11 @@ KV caches, DPad under the dual cache) against the uncached reference (LLaDA-8B),
         [--sdar-path ~/models/SDAR-8B-Chat] [--shape 8b|small]
 
 Weights are random bf16, created directly on the GPU from the real config.json shapes (nothing written
-to disk), so only speed is meaningful. Fixed steps = gen_length (one token per step), greedy, ``--batch`` copies of one prompt (default 1).
+to disk), so only speed is meaningful. Fixed steps = gen_length (one token per step), greedy, ``--batch`` copies
+of one prompt (default 1).
 ``--shape small`` shrinks the models (hidden 512, 4 layers) for a quick smoke run.
-The last line is one JSON object: per model and length, tokens/s per strategy, ``speedup`` over the\nreference and ``peak_mib`` (peak CUDA memory per strategy).
+The last line is one JSON object: per model and length, tokens/s per strategy, ``speedup`` over the
+reference and ``peak_mib`` (peak CUDA memory per strategy).
 """
 
 from __future__ import annotations

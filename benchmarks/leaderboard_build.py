@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "leaderboards"))
 
-from leaderboard_fixtures import build_many_fixture
+from leaderboard_fixtures import build_many_fixture  # noqa: E402  (importable only after the sys.path line)
 
-from dare.leaderboards.build import build_site
+from dare.leaderboards.build import build_site  # noqa: E402  (below the sys.path set-up, in isort order)
 
 
 def page_open_bytes(site: Path) -> int:

@@ -150,8 +150,9 @@ def main() -> None:
             ours = decoders.get("mdm:low_confidence")(model, canvas, cfg, [torch.Generator().manual_seed(0)])
         ours_s = time.perf_counter() - start
         differ = (theirs[0, len(ids):] != ours.tokens[0]).nonzero().flatten().tolist()
-        result = {"prompt_tokens": len(ids), "gen_length": gen, "block_length": block, "official_s": round(official_s, 2),
-                  "ours_s": round(ours_s, 2), "speed_ratio": round(official_s / ours_s, 2), "tokens_differ": differ}
+        result = {"prompt_tokens": len(ids), "gen_length": gen, "block_length": block,
+                  "official_s": round(official_s, 2), "ours_s": round(ours_s, 2),
+                  "speed_ratio": round(official_s / ours_s, 2), "tokens_differ": differ}
         if differ:
             result["first_difference"] = first_difference(model, states, theirs, ours, ids, block, args.fixture)
     print(json.dumps(result))

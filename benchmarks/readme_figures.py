@@ -63,7 +63,8 @@ def _depends_on(rows: list[dict[str, Any]], start_dir: Path | None) -> str:
         return "/".join(found)
 
     parts = [f"torch {values('torch')}", f"{values('torch_threads')} torch thread(s)",
-             f"deterministic algorithms {values('deterministic_algorithms')}", f"CPU capability {values('cpu_capability')}"]
+             f"deterministic algorithms {values('deterministic_algorithms')}",
+             f"CPU capability {values('cpu_capability')}"]
     train = sum(r["cpu_seconds"]["train"] for r in rows if "cpu_seconds" in r)
     evals = sum(r["cpu_seconds"].get("eval", 0.0) for r in rows if "cpu_seconds" in r)
     cpu = f"runs trained {train / 60:.1f} CPU-minutes, evaluated {evals / 60:.1f}"

@@ -70,7 +70,7 @@ def packed_vs_padded(loaded, args) -> dict:
     for name, packed in (("padded", False), ("packed", True)):
         policy = ModelPolicy(loaded, block_size=4, packed=packed)
 
-        def step():
+        def step(policy=policy):
             loaded.net.zero_grad(set_to_none=True)
             loss = -(est.estimate(policy, batch, noise).token_logp * batch.completion_mask).sum()
             loss.backward()

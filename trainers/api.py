@@ -66,7 +66,8 @@ class Policy(Protocol):
     def token_logp(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None,
                    index: torch.Tensor, targets: torch.Tensor,
                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """input_ids/positions (B, L), mask (B, 1, L, L) | None, index/targets (B, N) -> log p (B, N), entropy (B, N)."""
+        """input_ids/positions (B, L), mask (B, 1, L, L) | None, index/targets (B, N) -> log p (B, N),
+        entropy (B, N)."""
         ...
 
 

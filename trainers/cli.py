@@ -39,7 +39,8 @@ def build_parser() -> Parser:
     p.add_argument("--seed", type=int)
     p.add_argument("--engine", help="rollout engine (default torch), or verl: train on a Ray/verl worker group")
     p.add_argument("--nnodes", type=int, help="with --engine verl: Ray nodes (start them with `ray start`; default 1)")
-    p.add_argument("--gpus-per-node", type=int, help="with --engine verl: workers per node (default: all GPUs, or 2 CPU workers)")
+    p.add_argument("--gpus-per-node", type=int,
+                   help="with --engine verl: workers per node (default: all GPUs, or 2 CPU workers)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="runs/train", help="directory of training runs (default runs/train)")
     p.add_argument("--run-name", help="run directory name (default from algo, suite, model, seed); reruns resume it")

@@ -70,7 +70,8 @@ def test_killed_worker_is_reported_and_rerun_resumes(ray_cluster, single, tmp_pa
 
     monkeypatch.setattr(cli, "progress_bars", lambda enabled: None)
     assert cli.main(args) == 0
-    resumed = max((p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
+    resumed = max((p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                  key=lambda p: p.stat().st_mtime)
     counts = json.loads((resumed / "run.json").read_text())["counts"]["sudoku"]
     assert counts["cached"] == 2 and counts["generated"] == 6
     _same_run(single, resumed)

@@ -32,7 +32,8 @@ def test_advantage_estimators_registered_in_verl_match_the_plugins():
         adv, returns = get_adv_estimator_fn(f"dare_{algo}")(token_level_rewards=token_rewards, response_mask=mask,
                                                             index=uid, config=None)
         group_ids = torch.tensor([0, 0, 1, 1, 2, 2])
-        batch = RolloutBatch(prompt_ids=torch.zeros(6, 1, dtype=torch.long), prompt_mask=torch.ones(6, 1, dtype=torch.bool),
+        batch = RolloutBatch(prompt_ids=torch.zeros(6, 1, dtype=torch.long),
+                             prompt_mask=torch.ones(6, 1, dtype=torch.bool),
                              completion_ids=torch.zeros(6, 3, dtype=torch.long), completion_mask=mask.bool(),
                              completion_attn=mask.bool(), group_ids=group_ids, rewards=rewards)
         expected = build_algorithm(algo).advantages(batch)
@@ -43,7 +44,8 @@ def test_advantage_estimators_registered_in_verl_match_the_plugins():
 def test_rollout_batch_round_trips_through_dataproto_and_chunks_by_row():
     b, t = 4, 3
     batch = RolloutBatch(prompt_ids=torch.arange(b * 2).view(b, 2), prompt_mask=torch.ones(b, 2, dtype=torch.bool),
-                         completion_ids=torch.arange(b * t).view(b, t), completion_mask=torch.ones(b, t, dtype=torch.bool),
+                         completion_ids=torch.arange(b * t).view(b, t),
+                         completion_mask=torch.ones(b, t, dtype=torch.bool),
                          completion_attn=torch.ones(b, t, dtype=torch.bool), group_ids=torch.tensor([0, 0, 1, 1]),
                          rewards=torch.rand(b), advantages=torch.rand(b), old_logp=torch.rand(2, b, t),
                          noise=[{"t": torch.rand(b)}, {"t": torch.rand(b)}])
@@ -53,7 +55,8 @@ def test_rollout_batch_round_trips_through_dataproto_and_chunks_by_row():
         assert torch.equal(getattr(back, name), getattr(batch, name)), name
     assert all(torch.equal(x["t"], y["t"]) for x, y in zip(back.noise, batch.noise))
     second = from_dataproto(data.chunk(2)[1])  # what rank 1 of 2 receives: rows 2..3, S-major fields too
-    assert torch.equal(second.old_logp, batch.old_logp[:, 2:]) and torch.equal(second.noise[1]["t"], batch.noise[1]["t"][2:])
+    assert (torch.equal(second.old_logp, batch.old_logp[:, 2:])
+            and torch.equal(second.noise[1]["t"], batch.noise[1]["t"][2:]))
 
 
 def test_import_verl_loads_dare_through_the_verl_plugins_entry_point(tmp_path):

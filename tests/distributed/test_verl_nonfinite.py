@@ -50,7 +50,8 @@ def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_a_non_finite_update_on_the_workers_is_skipped_and_counted(nan_cluster, tmp_path, vowels_suite):
+def test_a_non_finite_update_on_the_workers_is_skipped_and_counted(nan_cluster, tmp_path,
+                                                                   vowels_suite):  # noqa: F811  (the imported fixture)
     ckpt = write_tiny_checkpoint("llada", tmp_path / "llada", seed=5)
     args = ["--algo", "distributed/nan_first", "--model-path", str(ckpt), "--suite", vowels_suite, "--out",
             str(tmp_path), *STEPS, "--set", "algo.beta=0", "--engine", "verl", "--run-name", "skips"]

@@ -90,8 +90,8 @@ def test_the_library_entry_point_is_what_the_cli_calls(tmp_path):
     assert "decoding: config_hash" in dare.describe(p)
 
 
-RESOLUTION_SITES = ["harness/cli.py", "trainers/training/trainer.py", "trainers/experiments/compare.py", "backends/opencompass/model.py",
-                    "backends/opencompass/configs.py"]
+RESOLUTION_SITES = ["harness/cli.py", "trainers/training/trainer.py", "trainers/experiments/compare.py",
+                    "backends/opencompass/model.py", "backends/opencompass/configs.py"]
 
 
 def test_decoding_is_resolved_in_one_place_and_records_built_in_one():

@@ -104,13 +104,16 @@ def test_seeds_train_each_run_once_per_seed_and_summarise_across_them(tmp_path, 
     a, b = (r["metrics"]["sudoku/partial_credit"]["value"] for r in runs)
     got = across["metrics"]["sudoku/partial_credit"]
     half = 12.706 * abs(a - b) / 2
-    assert got["value"] == pytest.approx((a + b) / 2) and got["ci"] == pytest.approx([(a + b) / 2 - half, (a + b) / 2 + half])
+    assert (got["value"] == pytest.approx((a + b) / 2)
+            and got["ci"] == pytest.approx([(a + b) / 2 - half, (a + b) / 2 + half]))
     # the paired change averages each sample over the seeds before subtracting the start
     base = _per_sample(Path(start["eval_run"]))
     seeds = [_per_sample(Path(r["eval_run"])) for r in runs]
-    diffs = [(seeds[0][k]["partial_credit"] + seeds[1][k]["partial_credit"]) / 2 - base[k]["partial_credit"] for k in base]
+    diffs = [(seeds[0][k]["partial_credit"] + seeds[1][k]["partial_credit"]) / 2 - base[k]["partial_credit"]
+             for k in base]
     assert across["delta"]["partial_credit"]["paired"]["value"] == pytest.approx(sum(diffs) / len(diffs))
-    assert across["delta"]["partial_credit"]["across_seeds"]["values"] == [r["delta"]["partial_credit"]["value"] for r in runs]
+    assert across["delta"]["partial_credit"]["across_seeds"]["values"] == [r["delta"]["partial_credit"]["value"]
+                                                                           for r in runs]
     table = (out / "comparison.md").read_text()
     assert "| dipo | dipo | 0,1 |" in table and "| dipo-s1 | dipo |" in table and "Each seed:" in table
     assert t975(2) == 4.303 and t975(60) == pytest.approx(2.000, abs=1e-3)

@@ -43,7 +43,8 @@ def test_a_killed_parent_takes_its_children_along(tmp_path):
             os.kill(child, signal.SIGKILL)
 
 
-INTERRUPTED_PARENT = ("import sys; from pathlib import Path; from dare.trainers.experiments.compare import run_children; "
+INTERRUPTED_PARENT = ("import sys; from pathlib import Path; "
+                      "from dare.trainers.experiments.compare import run_children; "
                       "d = Path(sys.argv[1]); child = [sys.executable, '-c', sys.argv[2]]; "
                       "run_children([(child, d / f'{n}.log') for n in 'abc'], {}, 2)")
 
@@ -92,5 +93,6 @@ def test_a_failed_childs_error_reaches_the_parents_message(tmp_path):
     with pytest.raises(DareError) as err:
         runner._parallel(["a", "b"], 2, str(tmp_path / "no-such-comparison.yaml"))
     text = str(err.value)
-    assert text.startswith("runs ['a', 'b'] failed (a: no comparison config") and "; b: no comparison config" in text, text
+    assert (text.startswith("runs ['a', 'b'] failed (a: no comparison config")
+            and "; b: no comparison config" in text), text
     assert "\n" not in text

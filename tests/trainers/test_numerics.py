@@ -71,7 +71,7 @@ def test_token_and_sequence_ratio_functions_are_finite_at_extreme_log_ratios(off
     a = torch.tensor([adv])
     for c in (None, 3.0):
         value, grad = _finite_with_grad(
-            lambda lp: clipped_policy_loss(lp[None], torch.zeros(1, 1), a, 0.2, 0.2, c)[0], torch.tensor([offset]))
+            lambda lp, c=c: clipped_policy_loss(lp[None], torch.zeros(1, 1), a, 0.2, 0.2, c)[0], torch.tensor([offset]))
         assert torch.isfinite(value).all() and torch.isfinite(grad).all()
         if adv == 0:
             assert value.item() == 0 and grad.item() == 0

@@ -103,12 +103,16 @@ def test_shared_noise_makes_the_policy_minus_reference_difference_low_variance()
     batch = make_batch(4000, 1, [0, 1, 2, 3, 3, 2, 1, 0])
     a, b = (est.draw(batch, torch.Generator().manual_seed(s)) for s in (0, 1))
     with torch.no_grad():
-        same = est.estimate(policy, batch, a).token_logp.sum(-1) - est.estimate(reference, batch, a).token_logp.sum(-1)
+        same = (est.estimate(policy, batch, a).token_logp.sum(-1)
+                - est.estimate(reference, batch, a).token_logp.sum(-1))
         assert float(same.abs().max()) == 0.0  # theta == ref: the shared-noise difference is exactly 0
         policy.logits.add_(0.1 * torch.randn(8, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64))
-        shared = est.estimate(policy, batch, a).token_logp.sum(-1) - est.estimate(reference, batch, a).token_logp.sum(-1)
-        apart = est.estimate(policy, batch, a).token_logp.sum(-1) - est.estimate(reference, batch, b).token_logp.sum(-1)
-        truth = float(_exact_logp(policy, batch.completion_ids[0].tolist()) - _exact_logp(reference, batch.completion_ids[0].tolist()))
+        shared = (est.estimate(policy, batch, a).token_logp.sum(-1)
+                  - est.estimate(reference, batch, a).token_logp.sum(-1))
+        apart = (est.estimate(policy, batch, a).token_logp.sum(-1)
+                 - est.estimate(reference, batch, b).token_logp.sum(-1))
+        truth = float(_exact_logp(policy, batch.completion_ids[0].tolist())
+                      - _exact_logp(reference, batch.completion_ids[0].tolist()))
     assert abs(float(shared.mean()) - truth) < 4.5 * float(shared.std()) / math.sqrt(4000)  # still unbiased
     assert float(shared.var()) < 0.02 * float(apart.var()), (float(shared.var()), float(apart.var()))
 

@@ -15,7 +15,8 @@ from dare.trainers.cli import main as train_main
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "readme_figures.py"
 TRAIN = {"suite": "sudoku", "steps": 1, "prompts_per_step": 2, "group_size": 2, "micro_batch_size": 4,
          "eval_limit": 6, "lr": 1.0e-3, "decoding": {"gen_length": 8, "steps": 8, "block_length": 4}}
-README = "# Title\n\nProse.\n\n<!-- readme_figures: {name} -->\n| typed | by hand |\n<!-- /readme_figures -->\n\nMore.\n"
+README = ("# Title\n\nProse.\n\n<!-- readme_figures: {name} -->\n| typed | by hand |\n"
+          "<!-- /readme_figures -->\n\nMore.\n")
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,8 @@ def test_thread_count_and_deterministic_switch_are_applied_and_recorded(tmp_path
     assert torch.get_num_threads() == 2
     torch.use_deterministic_algorithms(False)
     # the switches are execution settings: the same run resumes under others, and says so per restart
-    assert main([*SFT, "--out", str(tmp_path / "a"), "--steps", "3", "--set", "save_every=1", "--set", "threads=1"]) == 0
+    assert main([*SFT, "--out", str(tmp_path / "a"), "--steps", "3", "--set", "save_every=1",
+                 "--set", "threads=1"]) == 0
     entries = json.loads((run / "environment.json").read_text())
     assert [(e["from_step"], e["torch_threads"]) for e in entries] == [(0, 2), (2, 1)]
 

@@ -10,10 +10,10 @@ padded response length L: l_j = ELBO_j / L. Each sample j gets its own surrogate
   sequence objective from the same side.
 
 Both bounds are sums over samples, so each MC sample's gradient is taken on its own
-(``bgpo_bounds`` yields one loss term per sample: the trainer backpropagates one sample before the next forward, BGPO's constant
-memory in n); at l = l_old both give the gradient -A grad l_j. Then the dual-clip PPO loss (eps 0.2, c 3)
-per sample, averaged over samples, and a length-weighted mean over sequences (DARE's token mean of a value
-constant over each row's counted tokens). The n samples travel as n noise sets of one draw each
+(``bgpo_bounds`` yields one loss term per sample: the trainer backpropagates one sample before the next forward,
+BGPO's constant memory in n); at l = l_old both give the gradient -A grad l_j. Then the dual-clip PPO loss (eps
+0.2, c 3) per sample, averaged over samples, and a length-weighted mean over sequences (DARE's token mean of a
+value constant over each row's counted tokens). The n samples travel as n noise sets of one draw each
 (:meth:`BGPO.draw_noise`), so the trainer's old and reference passes keep one value per sample.
 DARE's LLaDA / Dream runs count the EOS padding: configs/algorithms/bgpo_dare.yaml.
 """

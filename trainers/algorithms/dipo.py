@@ -45,7 +45,8 @@ def commit_rounds(commit_step: torch.Tensor, positions: torch.Tensor, mask: torc
     return torch.where(mask, rank - first[cell], torch.full_like(rank, -1))
 
 
-def round_sums(token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+def round_sums(token_loss: torch.Tensor, batch: RolloutBatch, mask: torch.Tensor,
+               block: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-(row, round) token-loss sums and token counts. token_loss/mask (B, T) -> two (B*T,) tensors indexed
     row * T + round (rounds of a row never exceed T); cells without a counted token hold 0."""
     layout = build_layout(batch)

@@ -111,8 +111,9 @@ class StepTargets:
 @estimator("step_prediction")
 class StepPrediction(Estimator):
     """MDPO: token_logp (B, K, T) = log p_θ(x̂0_{t,i} | prompt, x_t), logits / ``temperature``, at the K steps
-    the algorithm chose (``batch.extras["mdpo"]``, a :class:`StepTargets`: steps (B, K), targets (B, K, T)); one forward per (row, chosen step),
-    ``steps_per_forward`` at a time. The draws are those chosen steps, shared by old, new and ref passes."""
+    the algorithm chose (``batch.extras["mdpo"]``, a :class:`StepTargets`: steps (B, K), targets (B, K, T)); one
+    forward per (row, chosen step), ``steps_per_forward`` at a time. The draws are those chosen steps, shared by
+    old, new and ref passes."""
 
     forwards = 0  # one per chosen step
     capabilities = frozenset({"trajectory"})

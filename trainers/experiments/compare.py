@@ -258,8 +258,10 @@ class ComparisonRunner:
         failed = [n for n, c in codes.items() if c != 0]
         if failed:
             # each child's own one-line error (a held lock, a bad setting) is what the user needs to read
-            errors = "; ".join(f"{n}: {last_error(self.out / 'runs' / f'{n}.log') or f'exit {codes[n]}'}" for n in failed)
-            raise DareError(f"runs {failed} failed ({errors}); see {self.out / 'runs'}/NAME.log, then rerun to resume them")
+            errors = "; ".join(f"{n}: {last_error(self.out / 'runs' / f'{n}.log') or f'exit {codes[n]}'}"
+                               for n in failed)
+            raise DareError(f"runs {failed} failed ({errors}); see {self.out / 'runs'}/NAME.log, "
+                            "then rerun to resume them")
 
 
 def _die_with_parent() -> Callable[[], None] | None:

@@ -107,7 +107,8 @@ def write_pairs(records: list[PreferenceRecord], path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dare.trainers.preference.build", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m dare.trainers.preference.build",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DATA_DIR, help="output folder (default: the shipped data folder)")
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="pairs per benchmark")
     parser.add_argument("--benchmarks", nargs="+", default=["sudoku", "countdown"])

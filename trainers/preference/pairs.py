@@ -61,7 +61,8 @@ class PreferenceRecord(BaseModel):
         return self
 
     def sample(self) -> Sample:
-        return Sample(id=self.sample_id or self.id, prompt=self.prompt, reference=self.reference, metadata=self.metadata)
+        return Sample(id=self.sample_id or self.id, prompt=self.prompt, reference=self.reference,
+                      metadata=self.metadata)
 
 
 def _problem(exc: ValidationError) -> str:

@@ -78,7 +78,8 @@ def check_same_run(run_dir: Path, fingerprint: str, config: dict[str, Any]) -> N
     if file.is_file():
         saved = json.loads(file.read_text())
         if saved.get("fingerprint") != fingerprint and _fingerprint_now(saved.get("config")) != fingerprint:
-            raise ConfigError(f"{run_dir} holds a run with different settings ({_differences(saved.get('config'), config)}); "
+            raise ConfigError(f"{run_dir} holds a run with different settings "
+                              f"({_differences(saved.get('config'), config)}); "
                               "pass another --run-name (or remove the directory) to start a new run")
         return
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -3,9 +3,10 @@
 Given the same settings, data and seed, a training run's weights may depend on: the torch thread count
 (a reduction split over more threads adds in another order), whether torch's deterministic algorithms
 are enforced (GPU kernels with atomics otherwise vary run to run), the vector kernels torch dispatches
-to on this CPU (``cpu_capability``), and the versions of torch, Python and the project. :func:`settle` applies the run's ``threads`` / ``deterministic`` settings and returns those
-facts; :func:`record` appends them to ``RUN/environment.json``, one entry per (re)start of the run, so a
-resumed run that changed machine or thread count says so.
+to on this CPU (``cpu_capability``), and the versions of torch, Python and the project. :func:`settle` applies
+the run's ``threads`` / ``deterministic`` settings and returns those facts; :func:`record` appends them to
+``RUN/environment.json``, one entry per (re)start of the run, so a resumed run that changed machine or thread
+count says so.
 
 Data order, rollout seeds and estimator noise already depend only on (seed, step) (trainers/training/data.py,
 the per-step generators in trainers/training/trainer.py).

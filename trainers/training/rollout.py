@@ -59,8 +59,8 @@ def rollout_requests(items: list[TrainItem], decoding: DecodingConfig, seed: int
             for it in items for i in range(decoding.num_samples)]
 
 
-def batch_from_generations(engine: InProcessEngine, items: list[TrainItem], decoding: DecodingConfig, gens: list[Generation],
-                           count_padding: bool, trajectory: bool) -> RolloutBatch:
+def batch_from_generations(engine: InProcessEngine, items: list[TrainItem], decoding: DecodingConfig,
+                           gens: list[Generation], count_padding: bool, trajectory: bool) -> RolloutBatch:
     """The :class:`RolloutBatch` of ``gens`` (in request order); ``engine`` only tokenises the prompts."""
     loaded = engine.model
     prompts = [engine.prompt_ids(it.messages) for it in items for _ in range(decoding.num_samples)]

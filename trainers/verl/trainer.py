@@ -180,7 +180,8 @@ class VerlTrainer(LocalTrainer):
             stop_worker_group(self.group)
 
 
-def build(config: TrainConfig, run_dir: Path, nnodes: int | None = None, gpus_per_node: int | None = None) -> VerlTrainer:
+def build(config: TrainConfig, run_dir: Path, nnodes: int | None = None,
+          gpus_per_node: int | None = None) -> VerlTrainer:
     """``dare-train --engine verl``: one worker per GPU of ``nnodes`` nodes, or 2 CPU workers locally."""
     device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
     device = "cuda" if device.startswith("cuda") else "cpu"

@@ -249,7 +249,8 @@ class DareWorker(Worker):
         differ from the driver's unsharded model."""
         out = {}
         for name, param in self._named_params():
-            out[name] = {k: (v.full_tensor() if _is_dtensor(v) else v).detach().cpu().clone() if torch.is_tensor(v) else v
+            out[name] = {k: ((v.full_tensor() if _is_dtensor(v) else v).detach().cpu().clone()
+                             if torch.is_tensor(v) else v)
                          for k, v in self.optimizer.state.get(param, {}).items()}
         return out if self.rank == 0 else None
 
