@@ -9,9 +9,9 @@ comparability key and part of the generation-cache key. Changing a serialised fi
 Schema 2 records the engine, the decoder and every verifier as (name, version, options), the engine
 settings that can change tokens (``engine_identity``) and only the decoding fields the decoder read.
 
-The run's own facts are typed (:mod:`.run_facts`): ``model.training`` (:class:`TrainingLink`, with its :class:`CurvePoint`
-rows), ``timing`` (:class:`Timing`) and ``environment`` (:class:`Environment`); they serialise to the
-same JSON schema 2 has always held. The dict fields left are open by design: what they hold is defined
+The run's own facts are typed (:mod:`.run_facts`): ``model.training`` (:class:`TrainingLink`, with its
+:class:`CurvePoint` rows), ``timing`` (:class:`Timing`) and ``environment`` (:class:`Environment`); they
+serialise to the same JSON schema 2 has always held. The dict fields left are open by design: what they hold is defined
 by a plugin (an engine's options and identity, a verifier's options and details, a data row), and each
 says so in its description.
 """
