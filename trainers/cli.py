@@ -17,7 +17,7 @@ from typing import Any
 from dare.harness.cliutil import Parser, add_set_argument, check_device, progress_bars, run_cli
 from dare.harness.errors import ConfigError
 from dare.harness.overrides import Grammar, Section, Vocabulary
-from dare.harness.registry import Registry, algorithms, did_you_mean, estimators
+from dare.harness.registry import Registry, advantages, algorithms, did_you_mean, estimators, losses
 from dare.harness.rundir import check_writable, slug
 
 PROG = "dare-train"
@@ -60,9 +60,11 @@ def build_parser() -> Parser:
     return p
 
 
-def _first_line(doc: str | None) -> str:
-    lines = (doc or "").strip().splitlines()
-    return lines[0] if lines else ""
+def _summary(doc: str | None) -> str:
+    """A docstring's first sentence on one line (it may wrap over several)."""
+    text = " ".join((doc or "").strip().split("\n\n")[0].split())
+    end = text.find(". ")
+    return text if end < 0 else text[:end + 1]
 
 
 def list_everything() -> str:
@@ -77,7 +79,7 @@ def list_everything() -> str:
         needs = cls.needs
         wants = [k for k in ("trajectory", "reference") if getattr(needs, k)]
         kind = "rollout" if needs.rollout else "supervised"
-        doc = _first_line(cls.__doc__)
+        doc = _summary(cls.__doc__)
         extra = f", {needs.attention} models" if needs.attention else ""
         lines.append(f"  {name} ({kind}{', needs ' + '+'.join(wants) if wants else ''}{extra}): {doc}")
     lines.append("presets (configs/algorithms):")
@@ -87,9 +89,11 @@ def list_everything() -> str:
     lines.append("estimators:")
     for name in estimators.names():
         cls = estimators.get(name)
-        doc = _first_line(cls.__doc__)
+        doc = _summary(cls.__doc__)
         cost = f"{cls.forwards} forward(s)/sequence" if cls.forwards else "one forward per decoding step"
         lines.append(f"  {name} ({cost}): {doc}")
+    for title, registry in (("policy losses", losses), ("advantage estimators", advantages)):
+        lines.append(f"{title}: " + ", ".join(registry.names()))
     return "\n".join(lines)
 
 

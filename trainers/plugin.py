@@ -10,3 +10,5 @@ from .algorithms import espo as _espo_algorithm  # noqa: F401
 from .estimators import composite, elbo, espo, masked, sandwich, step_prediction, stratified, trajectory  # noqa: F401
 from .losses import bounds, ppo, sequence, steps  # noqa: F401
 from .losses import elbo as _elbo_loss  # noqa: F401
+from .losses import preference as _preference_loss  # noqa: F401
+from .losses import sandwich as _sandwich_loss  # noqa: F401
