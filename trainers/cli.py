@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,8 @@ def build_parser() -> Parser:
 def _summary(doc: str | None) -> str:
     """A docstring's first sentence on one line (it may wrap over several)."""
     text = " ".join((doc or "").strip().split("\n\n")[0].split())
-    end = text.find(". ")
-    return text if end < 0 else text[:end + 1]
+    end = re.search(r"\.\s(?=[A-Z])", text)  # a full stop before a capital (not "i.i.d. with")
+    return text if end is None else text[:end.start() + 1]
 
 
 def list_everything() -> str:
