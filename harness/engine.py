@@ -141,9 +141,10 @@ class EngineBase:
 
 def generate(engine: Any, requests: list[GenerationRequest], decoding: DecodingConfig,
              decoder: DecoderInfo | None = None, options: Options | None = None) -> list[Generation]:
-    """``engine.generate``; an engine whose declaration carries its own spec (``decoder.spec``: the torch
-    engines) also gets the decoder and the typed options the resolver built, so it looks nothing up again."""
-    if decoder is not None and decoder.spec is not None and options is not None:
+    """``engine.generate``; an engine that declares ``typed_decoding`` (the torch engines) also gets the decoder
+    and the typed options the resolver built, so it looks nothing up again. (A wrapper, such as the Ray
+    replicas, passes the DecodingConfig on: each replica resolves the same decoder and options from it.)"""
+    if capabilities(engine).typed_decoding and decoder is not None and options is not None:
         return engine.generate(requests, decoding, decoder=decoder, options=options)
     return engine.generate(requests, decoding)
 

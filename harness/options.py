@@ -69,7 +69,9 @@ class Capabilities:
     own_steps: brings its own generate and verify steps (``run_steps(plan) -> runner.RunSteps``, e.g.
     OpenCompass's inference and evaluation tasks); the runner keeps the lock, the caches, resume and the record;
     declares_decoding: not an :class:`~dare.harness.engine.EngineBase`, yet answers ``decoder()`` and
-    ``token_identity()`` (an engine that wraps another, e.g. opencompass over torch or replay).
+    ``token_identity()`` (an engine that wraps another, e.g. opencompass over torch or replay);
+    typed_decoding: ``generate(requests, decoding, decoder=, options=)`` takes the decoder and the typed options
+    the resolver built (the torch engines), so the run looks its decoder up once.
     """
 
     reads_completions: bool = False
@@ -78,6 +80,7 @@ class Capabilities:
     records_trajectory: bool = False
     in_process_model: bool = False
     own_steps: bool = False
+    typed_decoding: bool = False
     declares_decoding: bool = False
 
 

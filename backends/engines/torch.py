@@ -60,7 +60,8 @@ class TorchEngine(EngineBase):
     name = "torch"
     version = "0.1.0"
     Options = TorchOptions
-    capabilities = Capabilities(decoding_defaults=True, records_trajectory=True, in_process_model=True)
+    capabilities = Capabilities(decoding_defaults=True, records_trajectory=True, in_process_model=True,
+                                typed_decoding=True)
 
     def __init__(self, ctx: EngineContext):
         super().__init__(ctx)

@@ -91,3 +91,23 @@ def test_a_kv_cache_from_a_plugin_module_runs_under_every_cacheable_rule(toy, tm
     with pytest.raises(ConfigError, match="cfg_scale=1.0 is not read"):
         dare.plan(model="tiny-llada", suite="sudoku", engine="fastdllm", limit=1, out=tmp_path,
                   overrides=["cache=stale_prefix", "cfg_scale=1.0"])
+
+
+def test_the_rule_reads_the_options_the_resolver_built(toy, tmp_path):
+    """The plan's typed options reach the rule as they are: options that say bias 100 while the config's
+    ``extra`` says nothing decode left to right, so nothing re-reads ``extra`` on the way."""
+    from dare.harness.engine import GenerationRequest, generate
+    from dare.harness.records import Message
+
+    plan = dare.plan(model="tiny-llada", suite="sudoku", limit=1, out=tmp_path,
+                     overrides=["engine.threads=1", "engine.record_trajectory=true", "remasking=left_bias"])
+    assert plan.decoding.extra == {} and plan.decoder.spec is decoders.get("mdm:left_bias")
+    biased = plan.decoder_options.model_copy(update={"left_bias": 100.0})
+    requests = [GenerationRequest(f"s{i}", 0, (Message(role="user", content=f"Solve: {p}"),), seed=i)
+                for i, p in enumerate(PUZZLES)]
+    k = plan.decoding.block_length
+    for gen in generate(plan.engine, requests, plan.decoding, plan.decoder, biased):
+        steps = gen.trajectory.commit_step
+        assert all(steps[i] < steps[i + 1] for i in range(len(steps) - 1) if (i + 1) % k), steps
+    plain = generate(plan.engine, requests, plan.decoding, plan.decoder, plan.decoder_options)
+    assert any(g.trajectory.commit_step != sorted(g.trajectory.commit_step) for g in plain)
