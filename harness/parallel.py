@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 from .engine import EngineBase, EngineContext, GenerationRequest
@@ -86,7 +87,9 @@ class ParallelEngine(EngineBase):
         engine_cls = engines.get(engine_name)
         super().__init__(ctx)
         self.name, self.version = engine_cls.name, engine_cls.version
-        self.capabilities = capabilities(engine_cls)
+        # the replica's declarations, but generate() passes the DecodingConfig on (each replica resolves the
+        # same decoder and options from it), not the driver's resolved objects
+        self.capabilities = replace(capabilities(engine_cls), typed_decoding=False)
         self._declares = isinstance(engine_cls, type) and issubclass(engine_cls, EngineBase)
         if self._declares:
             self.Options = engine_cls.Options

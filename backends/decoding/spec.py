@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from dare.harness.options import Options, parse_options
 from dare.harness.records import DecodingConfig
@@ -32,7 +31,7 @@ from dare.harness.resolve import flat_extra
 NAMESPACES = frozenset({"torch"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: one registered object per strategy
 class DecoderSpec:
     """A registered decoder: what it is, what it reads and what it can do.
 
@@ -61,7 +60,7 @@ class DecoderSpec:
     version: str = "1"
 
     def __post_init__(self):
-        object.__setattr__(self, "rules", MappingProxyType({k: v for k, v in self.rules.items() if k in self.reads}))
+        object.__setattr__(self, "rules", {k: v for k, v in self.rules.items() if k in self.reads})
 
     @property
     def family(self) -> str:
