@@ -169,3 +169,21 @@ def test_the_open_parts_of_a_training_link_keep_any_keys():
     assert link.model_dump() == {"run": "x", "config": {"anything": [1, 2]}, "algorithm_config": {"plugin_knob": True}}
     assert TrainingLink(run_id="other-tool").run_name() == "other-tool"
     assert not TrainingLink.model_validate({})  # an empty link reads as none, as the empty dict did
+
+
+RELEASE = sorted((FIXTURES / "records_3e1baa9").rglob("run.json"))
+
+
+@pytest.mark.parametrize("path", RELEASE, ids=lambda p: p.relative_to(FIXTURES).parts[1])
+def test_records_of_the_release_before_typed_facts_load_and_write_back_byte_for_byte(path):
+    """run.json files written by release 3e1baa9 (an evaluation, a replay, a d1 run's evaluation; see
+    fixtures/records_3e1baa9/README.md): the typed records read them and write them back unchanged."""
+    text = path.read_text()
+    record = RunRecord.model_validate(json.loads(text))
+    assert isinstance(record.timing, Timing) and isinstance(record.environment, Environment)
+    assert _written(record) == text
+
+
+def test_the_leaderboard_loads_the_release_records():
+    loaded = load_runs([FIXTURES / "records_3e1baa9"])
+    assert not loaded.skipped and len(loaded.runs) == len(RELEASE) == 3
