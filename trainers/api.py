@@ -71,10 +71,11 @@ class Policy(Protocol):
         ...
 
 
-CAPABILITIES = frozenset({"samples", "bounds", "trajectory"})
+CAPABILITIES = frozenset({"samples", "bounds", "trajectory", "left_to_right"})
 """What an estimator may declare: ``samples`` (n Monte-Carlo draws per sequence, the ``samples`` attribute,
 split per draw by BGPO, set by DPO/VRPO), ``bounds`` (lower and upper bounds of log p, SPG), ``trajectory``
-(replays the rollout's recorded step map, so the rollout must record it)."""
+(replays the rollout's recorded step map, so the rollout must record it), ``left_to_right`` (exact only for
+rollouts decoded one token per step from left to right, JustGRPO)."""
 
 
 class Estimator:

@@ -84,7 +84,8 @@ class JustGRPO(Algorithm):
 
     def check_rollout(self, decoding) -> None:
         left_to_right = decoding.block_length == 1 and decoding.steps == decoding.gen_length
-        if self.estimator_name("bidirectional") == "autoregressive" and not left_to_right:
+        exact_if_ordered = "left_to_right" in estimators.get(self.estimator_name("bidirectional")).capabilities
+        if exact_if_ordered and not left_to_right:
             raise ConfigError(f"JustGRPO's likelihood is exact only for left-to-right rollouts (block_length 1, "
                               f"steps = gen_length), got block_length {decoding.block_length}, steps "
                               f"{decoding.steps}; drop the rollout.block_length / rollout.steps overrides")

@@ -157,7 +157,7 @@ class Autoregressive(MaskedTrajectory):
     at >= t) with the logits divided by ``temperature``: the trajectory of a block-length-1 rollout, known
     without recording it. One full-canvas forward per response token, ``steps_per_forward`` at a time."""
 
-    capabilities = frozenset()  # the order is known: nothing to record
+    capabilities = frozenset({"left_to_right"})  # the order is known (nothing to record) if the rollout kept it
 
     def commit_steps(self, batch: RolloutBatch) -> torch.Tensor:
         order = torch.arange(batch.completion_ids.shape[1], device=batch.completion_ids.device)
