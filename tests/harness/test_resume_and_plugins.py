@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from .helpers import dare_eval, run_record
+from .helpers import assert_resumed, dare_eval, generated_count, kill_9_mid_run, run_record
 from .plugin_fixture import make_plugin
 
 
@@ -25,10 +25,6 @@ def test_plugin_engine_is_listed_and_runs(tmp_path):
     assert record["metrics"]["sudoku"]["accuracy"]["n"] == 20
 
 
-def _count(counter) -> int:
-    return sum(int(x) for x in counter.read_text().split()) if counter.exists() else 0
-
-
 def test_kill_9_then_rerun_regenerates_nothing_finished(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(make_plugin(tmp_path / "site"))}
     counter = tmp_path / "generated.txt"
@@ -36,27 +32,11 @@ def test_kill_9_then_rerun_regenerates_nothing_finished(tmp_path):
     args = ["--backend", "sudoku-solver", "--model", "solver", "--suite", "sudoku", "--limit", "60", "--out", str(out),
             "--set", "batch_size=4", "--set", f"engine.counter={counter}"]
     # Interrupted run: killed with SIGKILL once a few batches are in the cache.
-    proc = subprocess.Popen([sys.executable, "-m", "dare.harness.cli", "--no-progress", *args,
-                             "--set", "engine.delay=0.15"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while _count(counter) < 12 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    before_kill = _count(counter)
-    assert 12 <= before_kill < 60, before_kill
-    cache_lines = sum(len(p.read_text().splitlines()) for p in (out / ".cache" / "generations").glob("*.jsonl"))
-    assert cache_lines >= before_kill - 4  # at most the batch in flight is lost
+    before_kill = kill_9_mid_run(args, env, counter, out)
 
     resumed = dare_eval(*args, env={"PYTHONPATH": env["PYTHONPATH"]})
     _, record = run_record(resumed)
-    regenerated = _count(counter) - before_kill
-    counts = record["counts"]["sudoku"]
-    assert counts["cached"] + counts["generated"] == 60
-    assert counts["generated"] == regenerated
-    assert counts["cached"] >= before_kill - 4, counts  # every finished sample came from the cache
-    assert regenerated <= 60 - (before_kill - 4)
+    assert_resumed(record, counter, before_kill)  # every finished sample came from the cache
 
     fresh = dare_eval(*args[:-4], "--out", str(tmp_path / "fresh"), env={"PYTHONPATH": env["PYTHONPATH"]})
     _, uninterrupted = run_record(fresh)
@@ -81,7 +61,7 @@ def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
          "--set", "engine.delay=0.4", "--set", f"engine.counter={counter}"],  # ~3 s left after the signal
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
-    while _count(counter) < 8 and time.monotonic() < deadline:
+    while generated_count(counter) < 8 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
@@ -92,7 +72,7 @@ def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
     assert record["status"] == "partial"
     n = record["metrics"]["sudoku"]["accuracy"]["n"]
     # Everything cached is scored; at most the batch in flight (generated, not yet appended) is lost.
-    assert _count(counter) - 4 <= n < 40 and record["counts"]["sudoku"]["missing"] == 40 - n
+    assert generated_count(counter) - 4 <= n < 40 and record["counts"]["sudoku"]["missing"] == 40 - n
 
 
 def test_a_changed_verifier_rescores_cached_generations_without_regenerating(tmp_path):

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,10 +12,8 @@ from dare.harness.errors import ConfigError, InputError
 from dare.harness.rundir import hold, hold_outputs
 from dare.trainers.state import checkpoint as ckpt
 
-from .helpers import dare_eval, write_completions
+from .helpers import dare_eval, held, refused_while_held, write_completions
 
-HOLDER = ("import sys, time; from pathlib import Path; from dare.harness.rundir import hold_outputs\n"
-          "with hold_outputs(*map(Path, sys.argv[1:])):\n    print('held', flush=True); time.sleep(120)")
 IDS = ["sudoku/test/0", "sudoku/test/1", "sudoku/test/2"]
 
 
@@ -31,31 +27,17 @@ def _replay(out: Path, completions: Path):
                      "--limit", "3", "--out", str(out))
 
 
-def _held(*directories: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, directories)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
 def test_second_dare_eval_on_the_same_out_exits_2_with_one_line(tmp_path, completions):
     out = tmp_path / "runs"
-    holder = _held(out)
-    try:
-        proc = _replay(out, completions)
-    finally:
-        holder.kill()
-        holder.wait()
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "in use by another dare-eval" in lines[0] and "--out" in lines[0]
-    assert not [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")], "no run directory made"
+    refused_while_held(out, "--backend", "replay", "--suite", "sudoku", "--completions", str(completions),
+                       "--limit", "3", "--out", str(out))
     # the lock died with its process: the rerun goes through
     assert _replay(out, completions).returncode == 0
 
 
 def test_a_shared_cache_dir_is_held_too(tmp_path, completions):
     cache = tmp_path / "shared-cache"
-    holder = _held(cache)
+    holder = held(cache)
     try:
         proc = dare_eval("--backend", "replay", "--suite", "sudoku", "--completions", str(completions), "--limit", "3",
                          "--out", str(tmp_path / "other"), "--cache-dir", str(cache))
@@ -81,7 +63,7 @@ def test_same_process_may_hold_again_and_the_trainer_uses_the_same_lock(tmp_path
     run = tmp_path / "run"
     with ckpt.exclusive(run), hold_outputs(run, run / ".cache"):  # a trainer evaluating into its own run
         assert (run / ".lock").is_file()
-    holder = _held(run)
+    holder = held(run)
     try:
         with pytest.raises(ConfigError, match="being trained by another process"):
             with ckpt.exclusive(run):
