@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfg
-from .cliutil import Parser, add_set_argument, progress_bars, run_cli
+from .cliutil import Parser, add_set_argument, emit, progress_bars, run_cli
 from .dryrun import describe, rule_lines
 from .plan import EvalRequest, evaluate, plan
 from .registry import caches, decoders, engines, load_plugins, metrics
@@ -164,16 +164,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, argv: list[str], started: list[EvalPlan]) -> int:
     if args.list:
-        print(list_everything())
+        emit(list_everything())
         return 0
     started.append(make_plan(args, argv))
     if args.dry_run:
-        print(describe(started[0]))
+        emit(describe(started[0]))
         return 0
     evaluate(started[0])
     run_dir = started[0].run_dir
-    print(summary(run_dir))
-    print(run_dir)
+    emit(summary(run_dir))
+    emit(run_dir)
     return 0
 
 

@@ -55,6 +55,12 @@ def add_set_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
+def emit(text: object, *, err: bool = False) -> None:
+    """The tools' output layer: ``text`` and a newline on stdout (the results a caller reads), or on stderr
+    for notes beside them. Library code logs instead."""
+    (sys.stderr if err else sys.stdout).write(f"{text}\n")
+
+
 def run_cli(prog: str, body: Callable[[], int], interrupted: Callable[[], str] | None = None) -> int:
     """``body()``'s exit code, with every tool's errors mapped the same way (see the module docstring).
 

@@ -13,7 +13,7 @@ import logging
 import sys
 from pathlib import Path
 
-from dare.harness.cliutil import Parser, run_cli
+from dare.harness.cliutil import Parser, emit, run_cli
 from dare.harness.errors import InputError
 
 from .build import build_site
@@ -49,12 +49,11 @@ def _build(args: argparse.Namespace) -> int:
         raise InputError("--bootstrap must be at least 100")
     report = build_site(args.runs, args.out, baseline=args.baseline, title=args.title, n_boot=args.bootstrap)
     rows = ", ".join(f"{suite}: {n} rows" for suite, n in report.suites.items())
-    print(f"built {report.out / 'index.html'} from {report.runs} runs ({rows}) in {report.seconds:.1f} s; "
-          f"index {report.index_bytes / 1e6:.2f} MB"
-          + (f"; {len(report.frontiers)} frontier page(s) in {report.out / 'frontier'}" if report.frontiers else ""))
+    emit(f"built {report.out / 'index.html'} from {report.runs} runs ({rows}) in {report.seconds:.1f} s; "
+         f"index {report.index_bytes / 1e6:.2f} MB"
+         + (f"; {len(report.frontiers)} frontier page(s) in {report.out / 'frontier'}" if report.frontiers else ""))
     if report.skipped:
-        print(f"skipped {len(report.skipped)} invalid run record(s); the warnings above name each file",
-              file=sys.stderr)
+        emit(f"skipped {len(report.skipped)} invalid run record(s); the warnings above name each file", err=True)
     return 0
 
 

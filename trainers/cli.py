@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dare.harness.cliutil import Parser, add_set_argument, check_device, progress_bars, run_cli
+from dare.harness.cliutil import Parser, add_set_argument, check_device, emit, progress_bars, run_cli
 from dare.harness.errors import ConfigError
 from dare.harness.overrides import Grammar, Section, Vocabulary
 from dare.harness.registry import Registry, advantages, algorithms, did_you_mean, estimators, losses
@@ -167,10 +167,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
             write_eval_marker(run_dir, eval_dir)
     rows = trainer.metrics.rows()
     if rows:
-        print(json.dumps({k: v for k, v in rows[-1].items() if k != "time"}, sort_keys=True))
+        emit(json.dumps({k: v for k, v in rows[-1].items() if k != "time"}, sort_keys=True))
     eval_dir = read_eval_marker(run_dir) if config.evaluate else None
     if eval_dir is not None and (eval_dir / "run.json").is_file():
-        print(summary(eval_dir))  # the evaluation's metrics, as dare-eval prints them
+        emit(summary(eval_dir))  # the evaluation's metrics, as dare-eval prints them
     return run_dir
 
 
@@ -182,7 +182,7 @@ def compare(args: argparse.Namespace, argv: list[str]) -> Path:
     check_writable(out)
     only = [n for n in (args.only or "").split(",") if n]
     summary = ComparisonRunner(comparison, out, [PROG, *argv]).run(only, max(1, args.jobs), str(file))
-    print((out / "comparison.md").read_text().rstrip())
+    emit((out / "comparison.md").read_text().rstrip())
     log.info("%d runs summarised", len(summary["rows"]) - 1)
     return out
 
@@ -213,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.list:
-        print(list_everything())
+        emit(list_everything())
         return 0
-    print(compare(args, argv) if args.compare else run(args, argv))
+    emit(compare(args, argv) if args.compare else run(args, argv))
     return 0
 
 
