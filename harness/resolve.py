@@ -70,10 +70,15 @@ def check(decoding: DecodingConfig, decoder: DecoderInfo | None, explicit: set[s
         reset[name] = getattr(_DEFAULTS, name)
     if problems:
         raise ConfigError(problems, source=source)
-    options = parse_options(decoder.options, flat_extra(decoding, decoder.namespaces), "extra")
+    options = typed_extra(decoding, decoder.options, decoder.namespaces)
     decoding = decoding.model_copy(update=reset) if reset else decoding
     fields = sorted((reads & set(DecodingConfig.model_fields)) | ({"extra"} if decoding.extra else set()))
     return ResolvedDecoding(decoding, decoder, options, fields)
+
+
+def typed_extra(decoding: DecodingConfig, model: type[Options], namespaces: frozenset[str] = frozenset()) -> Options:
+    """The config's ``extra`` validated into a decoder's Options ``model`` (unknown keys refused, one line each)."""
+    return parse_options(model, flat_extra(decoding, namespaces), "extra")
 
 
 def flat_extra(decoding: DecodingConfig, namespaces: frozenset[str]) -> dict[str, Any]:

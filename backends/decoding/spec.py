@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dare.harness.options import Options, parse_options
+from dare.harness.options import Options
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import caches, decoders
-from dare.harness.resolve import flat_extra
+from dare.harness.resolve import typed_extra
 
 #: ``extra`` may hold the torch decoders' options flat or under this key (``extra.torch.step_schedule``)
 NAMESPACES = frozenset({"torch"})
@@ -71,11 +71,12 @@ class DecoderSpec:
         return self.name.split(":", 1)[1]
 
     def options(self, cfg: DecodingConfig) -> Options:
-        """``cfg.extra`` validated into :attr:`Options` (what the resolver does for a plan)."""
-        return parse_options(self.Options, flat_extra(cfg, NAMESPACES), "extra")
+        """The config's options validated into :attr:`Options`, as the resolver does for a plan (for callers
+        that decode without one: tests, benchmarks)."""
+        return typed_extra(cfg, self.Options, NAMESPACES)
 
     def __call__(self, model, canvas, cfg: DecodingConfig, gens, opts: Options | None = None):
-        """Decode ``canvas``: the loop with this spec's rule, under ``opts`` (default: from ``cfg.extra``)."""
+        """Decode ``canvas``: the loop with this spec's rule, under ``opts`` (default: :meth:`options`)."""
         return self.loop(model, canvas, cfg, self.options(cfg) if opts is None else opts, gens, self.rule)
 
 
