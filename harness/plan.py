@@ -123,11 +123,11 @@ def plan(request: EvalRequest | str | None = None, /, *positional: Any, **keywor
     """Resolve and validate an evaluation without generating anything (see the module doc).
 
     Takes an :class:`EvalRequest`, or its fields (``dare.plan(model=..., suite=...)``; model, suite, engine and
-    overrides also by position). No side
-    effects: nothing is written, no weights are loaded, no worker starts (``workers`` > 1 start in
-    :func:`evaluate`). ``overrides`` win over the ``decoding``, ``engine_options`` and ``verifier_options``
-    dicts. ``spec`` with ``model_path`` evaluates a checkpoint under the settings of a known model while
-    recording it as ``label`` (a trained checkpoint); ``training`` links the record to the run that produced it.
+    overrides also by position). No side effects: nothing is written, no weights are loaded, no worker starts
+    (``workers`` > 1 start in :func:`evaluate`). ``overrides`` win over the ``decoding``, ``engine_options``
+    and ``verifier_options`` dicts. ``spec`` with ``model_path`` evaluates a checkpoint under the settings of a
+    known model while recording it as ``label`` (a trained checkpoint); ``training`` links the record to the
+    run that produced it.
     """
     if isinstance(request, EvalRequest):
         if positional or keywords:
