@@ -111,3 +111,35 @@ def test_the_rule_reads_the_options_the_resolver_built(toy, tmp_path):
         assert all(steps[i] < steps[i + 1] for i in range(len(steps) - 1) if (i + 1) % k), steps
     plain = generate(plan.engine, requests, plan.decoding, plan.decoder, plan.decoder_options)
     assert any(g.trajectory.commit_step != sorted(g.trajectory.commit_step) for g in plain)
+
+
+def test_the_plugin_cache_refreshes_as_its_option_says(toy, tmp_path):
+    """At a step after the block start the stale prefix's logits are the prefix cache's with a large
+    ``stale_refresh`` and an exact pass's with ``stale_refresh=1`` (the approximation shows: they differ)."""
+    import torch
+
+    from dare.backends.decoding.common import Canvas
+    from dare.backends.decoding.fastdllm import _Forward
+
+    plan = dare.plan(model="tiny-llada", suite="sudoku", limit=1, out=tmp_path, overrides=["engine.threads=1"])
+    model = plan.engine.model
+    cfg = plan.decoding.model_copy(update={"gen_length": 24, "steps": 24, "block_length": 8})
+    canvas = Canvas.build([[5, 6, 7, 8, 9], [10, 11]], 24, model.mask_id, model.pad_id, "cpu")
+    lo = canvas.gen_start + 8
+    x = canvas.tokens.clone()
+    x[:, canvas.gen_start:lo] = 65  # a finished first block before the active one
+
+    def second_step(forward):
+        with torch.inference_mode():
+            forward(x, True)
+            later = x.clone()
+            later[:, lo:lo + 3] = 66  # commits inside the active block
+            return forward(later, False)[0]
+
+    options = caches.get("stale_prefix").Options
+    stale = second_step(toy.StalePrefixForward(model, canvas, cfg, options(stale_refresh=1000), lo))
+    fresh = second_step(toy.StalePrefixForward(model, canvas, cfg, options(stale_refresh=1), lo))
+    prefix = second_step(_Forward(model, canvas, cfg, None, lo, "prefix"))
+    exact = second_step(_Forward(model, canvas, cfg, None, lo, "none"))
+    assert torch.equal(stale, prefix) and torch.allclose(fresh, exact, atol=1e-5)
+    assert not torch.allclose(prefix, exact, atol=1e-5)
