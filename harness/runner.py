@@ -310,7 +310,8 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
     verifier = verifiers.get(spec.verifier)(**options)
     verifier.use_cache_dir(plan.cache_dir)
     identity = verifier_identity(type(verifier), options)
-    verifier_id = cache_key(spec.verifier, verifier.version, identity.options)[:16]
+    facts = verifier.cache_identity()
+    verifier_id = cache_key(spec.verifier, verifier.version, identity.options, *([facts] if facts else []))[:16]
     vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")
     ready: list[tuple[Sample, list[tuple[GenerationRequest, Generation]]]] = []
     for i, sample in enumerate(work.samples):

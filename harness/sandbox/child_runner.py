@@ -179,6 +179,7 @@ def load_program(source, name):
 
 
 def run_calls(job, channel):
+    start = time.perf_counter()
     signal.setitimer(signal.ITIMER_REAL, job["load_limit"])
     try:
         namespace = load_program(job["program"], "<program>")
@@ -193,7 +194,13 @@ def run_calls(job, channel):
         channel.send({"load_error": type(exc).__name__[:80], "msg": str(exc)[:300]})
         return
     channel.send({"ready": True})
+    loaded = time.perf_counter() - start
+    budgets = Budgets(job.get("budgets"), loaded)
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
+        limit = budgets.cut(i, limit)
+        if limit <= 0:
+            channel.send({"i": i, "timeout": True, "budget": True})
+            return
         try:
             args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
             value, elapsed = timed_call(fn, args, kwargs, limit)
@@ -204,6 +211,26 @@ def run_calls(job, channel):
         except BaseException as exc:
             channel.send({"i": i, **describe_error(exc)})
     channel.send({"done": len(job["inputs"])})
+
+
+class Budgets:
+    """Wall-clock budgets of consecutive groups of calls, ``[[end_index, seconds], ...]`` (EvalPlus checks base
+    and plus inputs as two processes, each under its own total). Loading the program counts against every
+    group, since each of EvalPlus's processes loads it again."""
+
+    def __init__(self, groups, load_s):
+        self.groups, self.load_s = groups or [], load_s
+        self.group, self.group_start = -1, 0.0
+
+    def cut(self, index, limit):
+        """The call's own limit, cut to what its group has left (0 or less: the group ran out)."""
+        group = next((g for g, (end, _) in enumerate(self.groups) if index < end), None)
+        if group is None:
+            return limit
+        if group != self.group:
+            self.group, self.group_start = group, time.perf_counter()
+        left = self.groups[group][1] - self.load_s - (time.perf_counter() - self.group_start)
+        return min(limit, left)
 
 
 def run_tests(job, channel, site_factory):

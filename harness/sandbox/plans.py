@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ class TestPlan:
     judge: dict | None = None
     setup: str = ""
     golden: dict = dataclasses.field(default_factory=lambda: {"passed": True, "reason": None})
+    base_count: int | None = None
 
     @functools.cached_property
     def expected_bytes(self) -> list[int]:
@@ -108,6 +110,8 @@ def validate_plan(plan: TestPlan) -> TestPlan:
     if judge is not None and not (type(judge) is dict and set(judge) == {"program", "test"}
                                   and all(type(v) is str for v in judge.values())):
         raise PlanError("judge must be {program, test} strings")
+    if plan.base_count is not None and not (type(plan.base_count) is int and 0 <= plan.base_count <= n):
+        raise PlanError("base_count must count leading calls")
     if type(plan.golden) is not dict or type(plan.golden.get("passed")) is not bool:
         raise PlanError("golden must say whether the reference passed")
     return plan
@@ -136,11 +140,26 @@ def trusted_code_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+@functools.cache
+def machine_fingerprint() -> str:
+    """What the references' times depend on besides the code: CPU model and count, architecture, Python.
+    Plans (and with them the time limits) are measured once per fingerprint, as EvalPlus times its ground
+    truth once per machine."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        pass
+    facts = [platform.machine(), model or platform.processor(), os.cpu_count(), platform.python_version()]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+
+
 def plan_key(dataset: str, row: dict) -> str:
-    """Data row, reference hash, verifier version (in ``dataset``), plan code and Python version."""
+    """Data row, reference hash, verifier version (in ``dataset``), plan code, Python version and machine."""
     meta = row.get("metadata") or {}
     reference = json.dumps([row.get("reference"), meta.get("canonical_solution")], ensure_ascii=False)
-    text = json.dumps([PLAN_VERSION, trusted_code_hash(), dataset, sys.version_info[:2],
+    text = json.dumps([PLAN_VERSION, trusted_code_hash(), dataset, sys.version_info[:2], machine_fingerprint(),
                        hashlib.sha256(reference.encode("utf-8")).hexdigest(), row], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 

@@ -46,6 +46,11 @@ class Verifier:
     def use_cache_dir(self, root: Path) -> None:
         """Where the run keeps derived data (its cache directory); verifiers that cache may use it."""
 
+    def cache_identity(self) -> dict[str, Any]:
+        """Facts beyond the options that verdicts depend on (the code verifier's time limits depend on the machine
+        its references were timed on); part of the verdict cache key when not empty."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         """Facts recorded in the run record (e.g. sandbox isolation layers)."""
         return {}

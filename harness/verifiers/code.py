@@ -15,6 +15,8 @@ UTF-8 (lone surrogates replaced), so no sample's content can break the run's out
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Sequence
@@ -27,7 +29,7 @@ from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
 from ..sandbox.launcher import step_limit
-from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, plan_key
+from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, machine_fingerprint, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
 from ..sandbox.verdicts import Outcome, clean_text, judge_outputs, outcome_from_run
@@ -36,21 +38,32 @@ from .code_options import CodeOptions
 
 log = logging.getLogger(__name__)
 MAX_COMPLETION_CHARS = 4 << 20  # far beyond any generation budget; larger text is failed unread
+# untrusted_check gives a process min(cap, sum of limits) + 1 s, then joins it for 1 s more (fast_check, as
+# evaluate runs it): 2 s beyond the sum of the limits.
+EVALPLUS_PROCESS_SLACK_S = 2.0
 
 
 class CodeVerifier(Verifier):
     """``CodeVerifier(dataset="humaneval")``; options: ``unsafe_local_exec``, ``workers``, ``min_time_limit``
-    (s, floor per test), ``time_limit_factor`` (× the reference's time), ``sample_time_limit`` (s, cap on the
-    tests of one sample), ``load_time_limit`` (s, to import the program), ``memory_mb`` (address space per
-    child), ``cache_dir``, ``uid_base`` (first of the per-slot uids when root), ``fresh_sandbox_per_sample``
-    (start a new bwrap sandbox for every sample instead of forking from a warm one: slower, stricter)."""
+    (s, floor per test), ``time_limit_factor`` (× the reference's time), ``time_limit_margin`` (× every limit:
+    1.0 applies EvalPlus's limits as they are; raise it on a machine too loaded for them), ``sample_time_limit``
+    (s, cap on the tests of one sample, per test group), ``load_time_limit`` (s, to import the program, for the
+    assert-style sets), ``memory_mb`` (address space per child), ``cache_dir``, ``uid_base`` (first of the
+    per-slot uids when root), ``fresh_sandbox_per_sample`` (start a new bwrap sandbox for every sample instead
+    of forking from a warm one: slower, stricter).
+
+    Time limits follow EvalPlus 0.3.1 (``evalplus/eval/__init__.py: untrusted_check``): each test gets
+    ``max(min_time_limit, time_limit_factor * t)``, ``t`` the reference's time on that input measured by the
+    trusted pool on this machine; on the EvalPlus sets the base and the plus inputs are two groups, each with
+    the budget ``min(sample_time_limit, sum of its limits) + 2 s`` that loading the program counts against."""
 
     name = "code"
-    version = "2"  # wire format v2 (big ints, numpy values, hash-free sets) and EvalPlus's own oracles
+    version = "3"  # v3: EvalPlus's per-group budgets, references timed per machine
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
-                 min_time_limit: float = 1.0, time_limit_factor: float = 4.0, sample_time_limit: float = 60.0,
+                 min_time_limit: float = 1.0, time_limit_factor: float = 4.0, time_limit_margin: float = 1.0,
+                 sample_time_limit: float = 60.0,
                  load_time_limit: float = 5.0, memory_mb: int = 2048, cache_dir: str | Path | None = None,
                  uid_base: int = 61000, fresh_sandbox_per_sample: bool = False, **options: Any):
         super().__init__(dataset=dataset, unsafe_local_exec=unsafe_local_exec, workers=workers, **options)
@@ -58,6 +71,7 @@ class CodeVerifier(Verifier):
             raise ConfigError(f"code verifier: unknown dataset {dataset!r}; use one of {', '.join(sorted(DATASETS))}")
         self.dataset = DATASETS[dataset]
         self.min_time_limit, self.time_limit_factor = float(min_time_limit), float(time_limit_factor)
+        self.time_limit_margin = float(time_limit_margin)
         self.sample_time_limit, self.load_time_limit = float(sample_time_limit), float(load_time_limit)
         self.cache = PlanCache(Path(cache_dir) / "code-plans" if cache_dir else default_cache_dir())
         self._cache_configured = cache_dir is not None
@@ -95,7 +109,18 @@ class CodeVerifier(Verifier):
             self.cache = PlanCache(Path(root) / "code-plans")
 
     def time_limits(self, plan: TestPlan) -> list[float]:
-        return [max(self.min_time_limit, self.time_limit_factor * t if t else 0.0) for t in plan.ref_times]
+        """Per test: EvalPlus's ``max(floor, factor * reference time)``, times the stated margin."""
+        return [max(self.min_time_limit, self.time_limit_factor * (t or 0.0)) * self.time_limit_margin
+                for t in plan.ref_times]
+
+    def budgets(self, plan: TestPlan, limits: list[float]) -> list[list[float]] | None:
+        """``[[end, seconds], ...]``: EvalPlus's total per process (base inputs, then plus inputs), or None for
+        the assert-style sets, whose tests run under one deadline."""
+        if plan.base_count is None:
+            return None
+        groups = [(0, plan.base_count), (plan.base_count, len(limits))]
+        return [[end, min(self.sample_time_limit, sum(limits[start:end])) + EVALPLUS_PROCESS_SLACK_S]
+                for start, end in groups if end > start]
 
     # ------------------------------------------------------------------ verification
 
@@ -133,9 +158,14 @@ class CodeVerifier(Verifier):
 
     def _run(self, plan: TestPlan, program: str) -> Outcome:
         limits = self.time_limits(plan)
+        budgets = self.budgets(plan, limits)
         job = {"mode": "call", "program": program, "entry_point": plan.entry_point, "inputs": plan.calls,
                "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup}
-        deadline = job["load_limit"] + min(self.sample_time_limit, sum(limits)) + 3.0
+        if budgets:  # EvalPlus has no load limit of its own: loading spends the group's budget
+            job.update(budgets=budgets, load_limit=budgets[0][1])
+            deadline = sum(seconds for _, seconds in budgets) + 3.0
+        else:
+            deadline = job["load_limit"] + min(self.sample_time_limit, sum(limits)) + 3.0
         outcome = Outcome(plan)
         steps = [job["load_limit"], *map(step_limit, limits, plan.expected_bytes)]
         run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
@@ -173,10 +203,26 @@ class CodeVerifier(Verifier):
     def gold_completion(self, sample: Sample) -> str | None:
         return self.dataset.gold(sample)
 
+    def cache_identity(self) -> dict[str, Any]:
+        return {"references_timed_on": machine_fingerprint()}
+
     def describe(self) -> dict[str, Any]:
         return {**self.sandbox.describe(), "dataset": self.dataset.name, "verifier_version": self.version,
                 "time_limits": {"min_per_test_s": self.min_time_limit, "factor_of_reference": self.time_limit_factor,
-                                "per_sample_cap_s": self.sample_time_limit}}
+                                "margin": self.time_limit_margin, "per_group_cap_s": self.sample_time_limit,
+                                "reference_times": self._reference_times()}}
+
+    def _reference_times(self) -> dict[str, Any]:
+        """What the limits of this run's plans were scaled from: per-input reference times on this machine."""
+        with self._guard:
+            plans = sorted(self._plans.items())
+        times = [t for _, plan in plans for t in plan.ref_times if t is not None]
+        limits = [limit for _, plan in plans for limit in self.time_limits(plan)]
+        digest = hashlib.sha256(json.dumps([[key, plan.ref_times] for key, plan in plans]).encode()).hexdigest()
+        return {"machine": machine_fingerprint(), "measured_by": "the trusted sandbox pool, once per task and machine",
+                "tasks": len(plans), "inputs": len(times), "sum_s": round(sum(times), 3),
+                "limits_above_floor": sum(limit > self.min_time_limit * self.time_limit_margin for limit in limits),
+                "sha256": digest}
 
     def close(self) -> None:
         self.sandbox.close()

@@ -15,6 +15,7 @@ class CodeOptions(Options):
     workers: int | None = None
     min_time_limit: float = 1.0
     time_limit_factor: float = 4.0
+    time_limit_margin: float = 1.0
     sample_time_limit: float = 60.0
     load_time_limit: float = 5.0
     memory_mb: int = 2048
