@@ -37,11 +37,14 @@ def test_a_benchmark_config_without_a_dataset_version_is_refused(tmp_path):
         load_yaml_model(path, BenchmarkSpec)
 
 
-def test_a_run_records_the_dataset_version_of_its_benchmark(capsys, tmp_path):
+def test_a_run_records_the_dataset_version_of_its_benchmark_and_a_dry_run_shows_it(capsys, tmp_path):
     completions = tmp_path / "sudoku.jsonl"
     completions.write_text(json.dumps({"id": "sudoku/test/0", "completion": "no idea"}) + "\n")
-    code = cli.main(["--no-progress", "--backend", "replay", "--suite", "sudoku", "--completions", str(completions),
-                     "--limit", "1", "--out", str(tmp_path / "runs")])
+    args = ["--no-progress", "--backend", "replay", "--suite", "sudoku", "--completions", str(completions),
+            "--limit", "1", "--out", str(tmp_path / "runs")]
+    assert cli.main([*args, "--dry-run"]) == 0
+    assert "sudoku: dataset version yjyddq/DARE sudoku_1\n" in capsys.readouterr().out
+    code = cli.main(args)
     out = capsys.readouterr()
     assert code == 0, out.err
     record = json.loads((Path(out.out.strip().splitlines()[-1]) / "run.json").read_text())
