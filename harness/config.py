@@ -31,7 +31,11 @@ class BenchmarkSpec(Spec):
     """A benchmark: a shipped data file, a prompt template, a verifier and its metrics (data only)."""
 
     name: str
-    version: str
+    version: str = Field(description="this config's own version (prompt, verifier or metric choices changed)")
+    # Required, no default: a score is only comparable with a paper's on the same dataset release, so every
+    # benchmark (a user's too) says which one its data file is; run.json and the leaderboard columns carry it.
+    dataset_version: str = Field(min_length=1, description="the source's own name for the data release the "
+                                 "data file holds: a release tag (EvalPlus v0.2.0) or source and year/commit")
     family: str = Field(description="math, code or planning")
     data: str = Field(description="test split file under harness/data")
     train: str | None = Field(None, description="train split file, for trainers")

@@ -2,7 +2,8 @@
 
 Shows what a run would record and key its caches on: the DecodingConfig (the fields the decoder reads)
 with its hash, the engine's options and token identity, the decoder and its ``extra`` options, and per
-benchmark the data sha256, the prompt template (name and hash) and the verifier with its options.
+benchmark the dataset version and data sha256, the prompt template (name and hash) and the verifier with its
+options.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def describe(plan: EvalPlan) -> str:
         _, sha = verified_path(spec.data)
         tmpl = template(spec.prompt)
         lines.append(f"{name}: data {spec.data} sha256 {sha}; prompt {spec.prompt} hash {tmpl.template_hash()}")
+        lines.append(f"{name}: dataset version {spec.dataset_version}")
         version = verifiers.get(spec.verifier).version
         lines.append(f"{name}: verifier {spec.verifier} {version} "
                      f"options {canonical_json(plan.verifier_options_for(name))}")

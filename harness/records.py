@@ -23,7 +23,9 @@ from typing import Any, Literal
 
 from pydantic import (
     Field,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -183,11 +185,18 @@ class MetricValue(Record):
 
 
 class BenchmarkInfo(Record):
-    """What a benchmark in a run was: data, prompt and verifier identity."""
+    """What a benchmark in a run was: data, prompt and verifier identity.
+
+    ``dataset_version`` is optional and absent from the JSON when not recorded (records written before it):
+    such run.json files load and write back byte for byte, so no schema bump. It is descriptive: the data
+    sha256 decides what was scored (and keys the verdict cache); the version says which release that is.
+    """
 
     name: str
-    version: str
+    version: str = Field(description="the benchmark config's own version")
     data_file: str
+    dataset_version: str | None = Field(None, description="the data release the file holds, from the benchmark "
+                                        "config (EvalPlus v0.2.0, ...); None: not recorded (an older run)")
     data_sha256: str
     n_total: int
     n_used: int
@@ -199,6 +208,14 @@ class BenchmarkInfo(Record):
                                     "open: the verifier's Options class types them")
     verifier_options: JsonDict = Field(default_factory=dict, description="every option the verdicts depend on, "
                                        "defaults included (the verdict cache key); open, as verifier_args")
+
+    @model_serializer(mode="wrap")
+    def _version_when_recorded(self, handler: SerializerFunctionWrapHandler) -> JsonDict:
+        # an older record has no dataset_version key: writing null would change its bytes
+        data = handler(self)
+        if data.get("dataset_version") is None:
+            data.pop("dataset_version", None)
+        return data
 
 
 class ModelInfo(Record):

@@ -130,7 +130,8 @@ def plan_benchmark(spec: cfg.BenchmarkSpec, decoding: DecodingConfig, limit: int
     ]
     _, sha = verified_path(spec.data)
     info = dict(
-        name=spec.name, version=spec.version, data_file=spec.data, data_sha256=sha, n_total=len(all_samples),
+        name=spec.name, version=spec.version, data_file=spec.data, dataset_version=spec.dataset_version,
+        data_sha256=sha, n_total=len(all_samples),
         n_used=len(samples), prompt_template=spec.prompt, prompt_template_hash=tmpl.template_hash(),
     )
     return BenchmarkWork(spec, samples, requests, info)

@@ -64,8 +64,8 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
             "baseline": defaults,
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in loaded.skipped],
             "exports": write_exports(stage, tables),
-            "suites": [{"name": t.name, "benchmarks": t.benchmarks, "metrics": t.metrics, "extra": t.extra,
-                        "reference": t.baseline or REFERENCE_RULE,
+            "suites": [{"name": t.name, "columns": [c.to_json() for c in t.columns], "metrics": t.metrics,
+                        "extra": t.extra, "reference": t.baseline or REFERENCE_RULE,
                         "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]}
                        for t in tables],
         }
@@ -100,8 +100,8 @@ def _collect_samples(tables: list[SuiteTable], stage: Path, more: Sequence[Loade
     wanted: dict[str, tuple[LoadedRun, dict[str, str]]] = {}
     for table in tables:
         for row in table.rows:
-            for bench, cell in row.cells.items():
-                wanted.setdefault(cell.run.key, (cell.run, {}))[1][bench] = sample_field(cell.metric)
+            for cell in row.cells.values():
+                wanted.setdefault(cell.run.key, (cell.run, {}))[1][cell.benchmark] = sample_field(cell.metric)
     for run in more:
         for bench, metrics in run.record.metrics.items():
             wanted.setdefault(run.key, (run, {}))[1].setdefault(bench, sample_field(primary_metric(sorted(metrics))))
@@ -127,13 +127,13 @@ def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSa
     for table in tables:
         columns: dict[str, dict[str, tuple[dict[str, float], bool]]] = {}
         for row in table.rows:
-            for bench, cell in row.cells.items():
-                found = samples.get((cell.run.key, bench))
+            for column, cell in row.cells.items():
+                found = samples.get((cell.run.key, cell.benchmark))
                 if found and found.values:
                     # Items only pair up when the data file is the same: the sample id is namespaced by its hash.
-                    data = cell.run.record.benchmarks[bench].data_sha256[:16]
+                    data = cell.run.record.benchmarks[cell.benchmark].data_sha256[:16]
                     values = {f"{data}:{sid}": v for sid, v in found.values.items()}
-                    columns.setdefault(bench, {})[row.id] = (values, found.binary)
+                    columns.setdefault(column, {})[row.id] = (values, found.binary)
         if not columns:
             continue
         rows, stats = paired_tables(columns, n_boot)

@@ -1,10 +1,12 @@
-"""The leaderboard's table model: suites -> rows (model, decoding hash, training run) -> cells per benchmark.
+"""The leaderboard's table model: suites -> rows (model, decoding hash, training run) -> cells per column.
 
-Pure data, built from validated run records only. A row may be backed by several runs (one per
-benchmark, or reruns); for each benchmark the cell shows the best run: complete before partial
+Pure data, built from validated run records only. A column is a benchmark on one dataset version
+(:mod:`.columns`): runs on two releases of a dataset never share one. A row may be backed by several runs
+(one per benchmark, or reruns); for each column the cell shows the best run: complete before partial
 before failed, newest first. The suite mean is the macro mean of the cells' primary metric, and only
-when every benchmark of the suite has a cell; otherwise the row is marked partial instead of averaging
-what happens to be there. A column shows its primary metric; the other ``pass@k`` of a k > 1 run
+when every column of the suite has a cell; otherwise the row is marked partial instead of averaging
+what happens to be there (a row on another dataset version than the others is partial too: its mean would
+not be comparable). A column shows its primary metric; the other ``pass@k`` of a k > 1 run
 (pass@2, ...) get columns of their own beside it (``SuiteTable.extra``), for display and export only.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 from dare.harness.records import TrainingLink, canonical_json
 
+from .columns import Column, VersionIndex, column_order
 from .comparability import column_flags
 from .loading import LoadedRun, slug
 
@@ -53,6 +56,7 @@ def sample_field(metric: str) -> str:
 class Cell:
     run: LoadedRun
     benchmark: str
+    column: Column
     metric: str
     value: float
     ci: tuple[float, float]
@@ -60,6 +64,7 @@ class Cell:
     flags: list[dict[str, Any]] = field(default_factory=list)
     other_runs: int = 0  # runs of the same row and benchmark that this cell's run superseded
     more: dict[str, tuple[float, float, float, int]] = field(default_factory=dict)  # pass@k, k > 1: (v, lo, hi, n)
+    version_inferred: bool = False  # the run recorded no dataset_version: its column was found by data sha256
 
 
 @dataclass
@@ -67,7 +72,7 @@ class Row:
     id: str
     suite: str
     runs: list[LoadedRun]
-    cells: dict[str, Cell] = field(default_factory=dict)
+    cells: dict[str, Cell] = field(default_factory=dict)  # column id -> cell
     mean: dict[str, Any] | None = None
     base_row: str | None = None
 
@@ -118,10 +123,10 @@ class Row:
 @dataclass
 class SuiteTable:
     name: str
-    benchmarks: list[str]
-    metrics: dict[str, str]  # benchmark -> the metric its column shows
+    columns: list[Column]  # a benchmark on one dataset version each, in display order
+    metrics: dict[str, str]  # column id -> the metric it shows
     rows: list[Row]
-    extra: dict[str, list[str]] = field(default_factory=dict)  # benchmark -> pass@k (k > 1) columns beside it
+    extra: dict[str, list[str]] = field(default_factory=dict)  # column id -> pass@k (k > 1) columns beside it
     baseline: str | None = None  # the baseline row's id, which is also every column's comparability reference
 
 
@@ -145,7 +150,8 @@ def build_tables(runs: list[LoadedRun], baseline: str | None = None) -> list[Sui
         rows = by_suite[run.record.suite]
         rid = row_id(run)
         rows.setdefault(rid, Row(rid, run.record.suite, [])).runs.append(run)
-    return [_suite_table(name, list(rows.values()), baseline) for name, rows in sorted(by_suite.items())]
+    versions = VersionIndex(runs)
+    return [_suite_table(name, list(rows.values()), versions, baseline) for name, rows in sorted(by_suite.items())]
 
 
 def pick_baseline(rows: list[Row], wanted: str | None) -> Row | None:
@@ -162,10 +168,16 @@ def _pass_at_k(name: str) -> int:
     return int(name[5:]) if name.startswith("pass@") and name[5:].isdigit() else 0
 
 
-def _suite_table(name: str, rows: list[Row], wanted: str | None = None) -> SuiteTable:
-    benchmarks = sorted({b for row in rows for run in row.runs for b in run.record.metrics})
-    metric_names = {b: sorted({m for row in rows for run in row.runs for m in run.record.metrics.get(b, {})})
-                    for b in benchmarks}
+def _suite_table(name: str, rows: list[Row], versions: VersionIndex, wanted: str | None = None) -> SuiteTable:
+    placed = {run.key: versions.columns_of(run) for row in rows for run in row.runs}
+    columns = sorted({p.column for by_name in placed.values() for p in by_name.values()}, key=column_order)
+
+    def on(run: LoadedRun, column: Column) -> bool:
+        found = placed[run.key].get(column.benchmark)
+        return found is not None and found.column == column
+
+    metric_names = {c.id: sorted({m for row in rows for run in row.runs if on(run, c)
+                                  for m in run.record.metrics[c.benchmark]}) for c in columns}
     metrics = {b: primary_metric(names) for b, names in metric_names.items()}
     extra = {b: sorted((m for m in names if _pass_at_k(m) > 1 and m != metrics[b]), key=_pass_at_k)
              for b, names in metric_names.items()}
@@ -174,29 +186,32 @@ def _suite_table(name: str, rows: list[Row], wanted: str | None = None) -> Suite
         # Newest first, then (stable) complete before partial before failed.
         row.runs.sort(key=lambda r: (r.record.created_at, r.key), reverse=True)
         row.runs.sort(key=lambda r: STATUS_RANK.get(r.record.status, 3))
-        for bench in benchmarks:
-            candidates = [r for r in row.runs if metrics[bench] in r.record.metrics.get(bench, {})
+        for column in columns:
+            bench, key = column.benchmark, column.id
+            candidates = [r for r in row.runs if on(r, column) and metrics[key] in r.record.metrics[bench]
                           and bench in r.record.benchmarks]
             if not candidates:
                 continue
             best = candidates[0]
-            value = best.record.metrics[bench][metrics[bench]]
-            more = {m: (v.value, *v.ci, v.n) for m in extra.get(bench, [])
+            value = best.record.metrics[bench][metrics[key]]
+            more = {m: (v.value, *v.ci, v.n) for m in extra.get(key, [])
                     if (v := best.record.metrics[bench].get(m)) is not None}
-            row.cells[bench] = Cell(best, bench, metrics[bench], value.value, tuple(value.ci), value.n,
-                                    other_runs=len(candidates) - 1, more=more)
+            row.cells[key] = Cell(best, bench, column, metrics[key], value.value, tuple(value.ci), value.n,
+                                  other_runs=len(candidates) - 1, more=more,
+                                  version_inferred=placed[best.key][bench].inferred)
     for row in rows:
-        row.mean = suite_mean(row, benchmarks)
+        row.mean = suite_mean(row, [c.id for c in columns])
     base = pick_baseline(rows, wanted)
-    for bench in benchmarks:
-        column_rows = [row for row in rows if bench in row.cells]
-        infos = [(r.cells[bench].run.record, r.cells[bench].run.record.benchmarks[bench]) for r in column_rows]
+    for key in (c.id for c in columns):
+        column_rows = [row for row in rows if key in row.cells]
+        infos = [(r.cells[key].run.record, r.cells[key].run.record.benchmarks[r.cells[key].benchmark])
+                 for r in column_rows]
         reference = column_rows.index(base) if base in column_rows else None
         for row, flags in zip(column_rows, column_flags(infos, reference)):
-            row.cells[bench].flags = flags
+            row.cells[key].flags = flags
     _link_base_models(rows)
     rows.sort(key=_default_order)
-    return SuiteTable(name, benchmarks, metrics, rows, extra, base.id if base else None)
+    return SuiteTable(name, columns, metrics, rows, extra, base.id if base else None)
 
 
 def _default_order(row: Row) -> tuple:
@@ -206,7 +221,7 @@ def _default_order(row: Row) -> tuple:
 
 
 def suite_mean(row: Row, benchmarks: list[str]) -> dict[str, Any]:
-    """Macro mean over benchmarks with a normal-approximation CI from the per-benchmark intervals.
+    """Macro mean over the columns (ids in ``benchmarks``) with a normal-approximation CI from their intervals.
 
     Each benchmark's standard error is read back from its 95% interval (width / 2z) and the benchmarks
     are treated as independent; the interval is clipped to :data:`METRIC_RANGE` (a mean of 99.6% with a

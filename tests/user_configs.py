@@ -21,8 +21,8 @@ def user_benchmarks(tmp_path, monkeypatch, benchmarks: dict[str, tuple[str, type
     (root / "benchmarks").mkdir(parents=True)
     for name, (verifier, _) in benchmarks.items():
         (root / "benchmarks" / f"{name}.yaml").write_text(
-            f"name: {name}\nversion: '1'\nfamily: planning\ndata: sudoku_test.jsonl\ntrain: sudoku_train.jsonl\n"
-            f"prompt: dare_sudoku\nverifier: {verifier}\n")
+            f"name: {name}\nversion: '1'\ndataset_version: 'test'\nfamily: planning\ndata: sudoku_test.jsonl\n"
+            f"train: sudoku_train.jsonl\nprompt: dare_sudoku\nverifier: {verifier}\n")
     monkeypatch.setenv("DARE_CONFIG_PATH", str(root))
     saved = verifiers.snapshot()
     for verifier, cls in benchmarks.values():

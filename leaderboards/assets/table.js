@@ -37,8 +37,9 @@
   function sortValue(row, key) {
     if (key === "mean") return row.mean ? row.mean.value : null;
     if (key === "model" || key === "decoding" || key === "algorithm" || key === "backend") return row[key];
-    var extra = key.split("|");  // "humaneval|pass@2": a pass@k column beside its benchmark's
-    if (extra.length === 2) return row.cells[extra[0]] && row.cells[extra[0]].more[extra[1]] ? row.cells[extra[0]].more[extra[1]][0] : null;
+    // "humaneval@v1|pass@2": a pass@k column beside its column's; split at the last "|" (metric names have none)
+    var bar = key.lastIndexOf("|"), column = key.slice(0, bar), metric = key.slice(bar + 1);
+    if (bar >= 0) return row.cells[column] && row.cells[column].more[metric] ? row.cells[column].more[metric][0] : null;
     return row.cells[key] ? row.cells[key].v : null;
   }
 
@@ -63,9 +64,12 @@
   function header(suite, state) {
     var columns = [["", null], ["Model", "model"], ["Algorithm", "algorithm"], ["Backend", "backend"],
       ["Decoding", "decoding"], ["Training", null]];
-    suite.benchmarks.forEach(function (b) {
-      columns.push([b + " · " + suite.metrics[b], b]);
-      (suite.extra[b] || []).forEach(function (m) { columns.push([b + " · " + m, b + "|" + m]); });
+    // A column is a benchmark on one dataset version: the version sits on a line of its own under the
+    // name (release names can be long), so "mbppplus · pass@1" over "v0.2.0".
+    suite.columns.forEach(function (c) {
+      var version = c.dataset_version === null ? "version unknown" : c.dataset_version;
+      columns.push([c.benchmark + " · " + suite.metrics[c.id], c.id, version]);
+      (suite.extra[c.id] || []).forEach(function (m) { columns.push([c.benchmark + " · " + m, c.id + "|" + m, version]); });
     });
     columns.push(["Suite mean", "mean"]);
     var tr = el("tr", {}, columns.map(function (col) {
@@ -76,7 +80,8 @@
         "aria-sort": active ? (state.dir === "asc" ? "ascending" : "descending") : "none",
         onclick: function () {
           DARE.setState({ sort: col[1], dir: active && state.dir === "desc" ? "asc" : "desc" });
-        } }, [el("button", { type: "button", class: "sort" }, [col[0] + arrow])]);
+        } }, [el("button", { type: "button", class: "sort" }, [col[0] + arrow]),
+        col[2] ? el("div", { class: "dataset-version", text: col[2], title: "dataset version" }) : null]);
     }));
     return tr;
   }
@@ -138,9 +143,15 @@
     return flags;
   }
 
-  function benchCell(row, bench, ctx) {
-    var cell = row.cells[bench];
-    if (!cell) return el("td", { class: "missing", text: "—", title: "no run of this row covers " + bench });
+  function versionText(cell) {
+    if (cell.ver === null || cell.ver === undefined) return "dataset version unknown (not recorded)";
+    return "dataset " + cell.ver + (cell.ver_inferred ? " (not recorded by this run: inferred from the data sha256)" : "");
+  }
+
+  function benchCell(row, column, ctx) {
+    var bench = column.id, cell = row.cells[bench];
+    var where = { bench: column.benchmark, column: column.id };
+    if (!cell) return el("td", { class: "missing", text: "—", title: "no run of this row covers " + column.label, dataset: where });
     var flags = cellFlags(row, bench, ctx);
     var content = valueCell(cell.v, cell.lo, cell.hi, cell.n), cls = "cell", title = "";
     if (ctx.base && ctx.base.id !== row.id) {
@@ -150,17 +161,17 @@
     var major = flags.some(function (f) { return f.severity === "major"; });
     title += DARE.pct(cell.v) + " [" + DARE.pct(cell.lo) + ", " + DARE.pct(cell.hi) + "] (bootstrap 95% CI) n=" + cell.n +
       "\nrun " + cell.run + " (" + cell.status + ", " + cell.created + "), commit " + cell.commit +
-      "\ndecoding " + cell.dh + ", data " + cell.data + ", verifier " + cell.verifier +
+      "\ndecoding " + cell.dh + ", data " + cell.data + ", verifier " + cell.verifier + "\n" + versionText(cell) +
       flags.map(function (f) { return "\n⚠ " + f.text; }).join("");
-    return el("td", { class: cls + (major ? " noncomparable" : ""), title: title, dataset: { bench: bench } }, [
-      el("button", { class: "open", type: "button", onclick: function () { DARE.setState({ run: cell.run, bench: bench, vf: "all", vq: "", vp: "0" }); } },
+    return el("td", { class: cls + (major ? " noncomparable" : ""), title: title, dataset: where }, [
+      el("button", { class: "open", type: "button", onclick: function () { DARE.setState({ run: cell.run, bench: cell.b, vf: "all", vq: "", vp: "0" }); } },
         content.concat(flagBadges(flags)))]);
   }
 
-  function extraCell(row, bench, metric) {
-    var values = row.cells[bench] && row.cells[bench].more[metric];
-    if (!values) return el("td", { class: "missing", text: "—", title: "no " + metric + " for " + bench + " in this row (k too small)" });
-    return el("td", { class: "cell more", dataset: { bench: bench, metric: metric },
+  function extraCell(row, column, metric) {
+    var values = row.cells[column.id] && row.cells[column.id].more[metric];
+    if (!values) return el("td", { class: "missing", text: "—", title: "no " + metric + " for " + column.label + " in this row (k too small)" });
+    return el("td", { class: "cell more", dataset: { bench: column.benchmark, column: column.id, metric: metric },
       title: metric + " (unbiased estimator) " + DARE.pct(values[0]) + " [" + DARE.pct(values[1]) + ", " + DARE.pct(values[2]) + "] n=" + values[3] },
       valueCell(values[0], values[1], values[2], values[3]));
   }
@@ -233,9 +244,9 @@
         el("td", { class: "decoding", title: "DecodingConfig hash " + row.decoding_hash }, [row.decoding,
           el("div", { class: "hash", text: row.decoding_hash })]),
         trainingCell(row, rowsById)];
-      suite.benchmarks.forEach(function (b) {
-        cells.push(benchCell(row, b, ctx));
-        (suite.extra[b] || []).forEach(function (m) { cells.push(extraCell(row, b, m)); });
+      suite.columns.forEach(function (c) {
+        cells.push(benchCell(row, c, ctx));
+        (suite.extra[c.id] || []).forEach(function (m) { cells.push(extraCell(row, c, m)); });
       });
       cells.push(meanCell(row, ctx));
       return el("tr", { class: cls, dataset: { row: row.id, group: row.group } }, cells);

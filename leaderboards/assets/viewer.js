@@ -75,7 +75,8 @@
 
   function benchmarkInfo(info) {
     return el("section", { class: "kv" }, [el("h3", { text: "Benchmark " + info.name }),
-      el("table", {}, [["data file", info.data_file], ["data sha256", info.data_sha256], ["version", info.version],
+      el("table", {}, [["data file", info.data_file], ["data sha256", info.data_sha256],
+        ["dataset version", info.dataset_version || "not recorded"], ["config version", info.version],
         ["samples used", info.n_used + " of " + info.n_total], ["verifier", info.verifier + " v" + info.verifier_version],
         ["verifier args", info.verifier_args], ["prompt template hash", info.prompt_template_hash]].map(function (kv) {
         return el("tr", {}, [el("th", { text: kv[0] }), el("td", {}, [valueNode(kv[1])])]);

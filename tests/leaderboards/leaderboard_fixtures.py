@@ -62,6 +62,7 @@ class RunSpec:
     used_fraction: float = 1.0
     created_at: str = "2026-11-20T10:00:00Z"
     data_sha_override: dict[str, str] = field(default_factory=dict)
+    dataset_versions: dict[str, str] = field(default_factory=dict)  # benchmark -> recorded version (none: an old run)
     extra_fields: dict[str, Any] = field(default_factory=dict)
 
 
@@ -91,7 +92,7 @@ def write_run(root: Path, spec: RunSpec) -> Path:
                          "generated": n_used, "cached": 0}
         template = f"Solve the problem. Put the final answer after ####.\n\n{{question}}  [{bench}]"
         infos[bench] = BenchmarkInfo(
-            name=bench, version="1", data_file=f"{bench}.jsonl",
+            name=bench, version="1", data_file=f"{bench}.jsonl", dataset_version=spec.dataset_versions.get(bench),
             data_sha256=spec.data_sha_override.get(bench, sha(bench)), n_total=n_total, n_used=n_used,
             prompt_template=template, prompt_template_hash=sha(template)[:16], verifier="math", verifier_version="1")
         for i in range(n_used):

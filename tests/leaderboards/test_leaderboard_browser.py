@@ -98,8 +98,8 @@ def test_board_loads_offline_with_deltas_against_the_flag_baseline(page, built):
         page.screenshot(path=str(SCREENSHOT), full_page=True)
     page.click('nav#suites button[data-suite="planning"]')
     sync_api.expect(page.locator("#table tbody tr")).to_have_count(4)
-    assert page.locator("#table thead th").all_inner_texts()[-3:] == [
-        "countdown · accuracy", "sudoku · accuracy", "Suite mean ▼"]
+    assert page.locator("#table thead th").all_inner_texts()[-3:] == [  # the fixture's runs record no version
+        "countdown · accuracy\nversion unknown", "sudoku · accuracy\nversion unknown", "Suite mean ▼"]
 
 
 def test_sorting_by_a_column_changes_the_visible_order(page, built):
@@ -177,6 +177,7 @@ def test_a_cell_opens_its_run_and_paged_filterable_samples(page, built):
     page.wait_for_selector("#sample-list article")
     assert page.locator("#run h2").inner_text() == "llada-8b-d1 · math · gsm8k"
     run_text = page.locator("#run").inner_text()
+    assert "dataset version\tnot recorded" in run_text  # the fixture's runs predate dataset_version
     for fact in ("config_hash", "data sha256", "Prompt template", "git_commit", "fingerprint", "verifier"):
         assert fact in run_text, fact
     assert "undefined" not in run_text and "20 points (plotted above)" in run_text
@@ -237,8 +238,9 @@ def test_a_replayed_k2_run_shows_pass_at_2_and_a_readable_drill_down(page, tmp_p
     report = build_site([tmp_path / "runs"], tmp_path / "site")
     page.goto((report.out / "index.html").as_uri())
     page.wait_for_selector("#table tbody tr")
-    assert page.locator("#table thead th").all_inner_texts()[-3:] == ["humaneval · pass@1", "humaneval · pass@2",
-                                                                      "Suite mean ▼"]
+    version = "openai/human-eval 2021"  # the run records it; the header shows it under the name
+    assert page.locator("#table thead th").all_inner_texts()[-3:] == [f"humaneval · pass@1\n{version}",
+                                                                      f"humaneval · pass@2\n{version}", "Suite mean ▼"]
     assert page.locator('td[data-metric="pass@2"] .v').inner_text() == "100.0"
     assert page.locator('td[data-bench="humaneval"]:not([data-metric]) .v').inner_text() == "50.0"
     page.click('td[data-bench="humaneval"]:not([data-metric]) button')
@@ -251,6 +253,7 @@ def test_a_replayed_k2_run_shows_pass_at_2_and_a_readable_drill_down(page, tmp_p
     layers = isolation.locator("li").all_inner_texts()
     assert "parent clocks (job, load, each test) kill from outside" in layers
     run_text = page.locator("#run").inner_text()
+    assert f"dataset version\t{version}" in run_text
     assert '{"' not in run_text and "\\n" not in run_text, "no raw JSON and no literal \\n in the drill-down"
     reference = page.locator("#sample-list article").first.locator(".answer.reference pre").inner_text()
     assert reference.startswith("    for idx, elem in enumerate(numbers):\n        for idx2")
@@ -307,3 +310,25 @@ def test_a_baseline_picked_on_the_page_becomes_the_hatching_reference(page, tmp_
     title = model_row(page, "other-model").locator('td[data-bench="countdown"]').get_attribute("title")
     assert (f"decoding {DECODING_Y.config_hash()[:12]} differs from the baseline's {DECODING_X.config_hash()[:12]}"
             in title)
+
+
+def test_two_dataset_versions_are_two_headed_columns_and_a_cell_opens_its_benchmark(page, tmp_path):
+    from dare.leaderboards.build import build_site
+
+    from .test_leaderboard_versions import SHA, V1, V2, mbppplus
+
+    for spec in (mbppplus("r1", "model-a", V1, SHA[V1]), mbppplus("r2", "model-b", V2, SHA[V2])):
+        write_run(tmp_path / "runs", spec)
+    report = build_site([tmp_path / "runs"], tmp_path / "site", n_boot=50)
+    page.goto((report.out / "index.html").as_uri())
+    page.wait_for_selector("#table tbody tr")
+    assert page.locator("#table thead th").all_inner_texts()[-3:] == [
+        "mbppplus · accuracy\nv0.1.0", "mbppplus · accuracy\nv0.2.0", "Suite mean ▼"]
+    cell = model_row(page, "model-b").locator('td[data-column="mbppplus@v0.2.0"]')
+    assert "dataset v0.2.0" in cell.get_attribute("title")
+    assert model_row(page, "model-b").locator('td[data-column="mbppplus@v0.1.0"]').inner_text() == "—"
+    page.click('th[data-sort="mbppplus@v0.2.0"] button')  # sorting by a versioned column
+    sync_api.expect(page.locator("#table tbody tr").first.locator("td.model .name")).to_have_text("model-b")
+    cell.locator("button").click()
+    page.wait_for_selector("#sample-list article")
+    assert page.locator("#run h2").inner_text() == "model-b · code · mbppplus"

@@ -19,8 +19,8 @@ def run_record(built, run_key: str) -> RunRecord:
 
 def test_rows_are_model_decoding_training_and_columns_are_benchmarks(built):
     math_suite, planning = built.suite("math"), built.suite("planning")
-    assert math_suite["benchmarks"] == ["aime2024", "gsm8k", "math500"]
-    assert planning["benchmarks"] == ["countdown", "sudoku"]
+    assert [c["id"] for c in math_suite["columns"]] == ["aime2024", "gsm8k", "math500"]
+    assert [c["label"] for c in planning["columns"]] == ["countdown (version unknown)", "sudoku (version unknown)"]
     assert len(math_suite["rows"]) == 9 and len(planning["rows"]) == 4
     llada = built.rows("math", "llada-8b-instruct")
     assert sorted(r["decoding_hash"] for r in llada) == sorted([DECODING_A.config_hash(), DECODING_B.config_hash()])

@@ -1,0 +1,87 @@
+"""The leaderboard's columns: one per (benchmark, dataset version) within a suite.
+
+A score is only comparable with another (or with a paper's) on the same data release: MBPP+ v0.1.0 has
+399 tasks, v0.2.0 378. So runs of ``mbppplus`` on two releases get two columns ("mbppplus v0.1.0",
+"mbppplus v0.2.0"), each with its own comparability reference, and never one suite mean.
+
+Records written before run.json carried ``dataset_version`` are placed by their data sha256, which is what
+decides the dataset: when versioned runs of the same benchmark recorded exactly one version for those bytes,
+the old record takes it (same bytes, same release; the cell says it was inferred). Otherwise it goes to a
+column of its own, "<benchmark> (version unknown)".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dare.harness.records import BenchmarkInfo
+
+from .loading import LoadedRun
+
+UNKNOWN_VERSION = "version unknown"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a suite table: a benchmark on one dataset release (``None``: not known)."""
+
+    benchmark: str
+    dataset_version: str | None
+
+    @property
+    def id(self) -> str:
+        """The column's key in the page data and exports: ``mbppplus@v0.2.0``; the bare benchmark name when
+        the version is unknown (so tables built from older records keep their column keys)."""
+        return self.benchmark if self.dataset_version is None else f"{self.benchmark}@{self.dataset_version}"
+
+    @property
+    def label(self) -> str:
+        """What the header shows: ``mbppplus v0.2.0`` or ``mbppplus (version unknown)``."""
+        return f"{self.benchmark} {self.dataset_version}" if self.dataset_version else \
+            f"{self.benchmark} ({UNKNOWN_VERSION})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "benchmark": self.benchmark, "dataset_version": self.dataset_version,
+                "label": self.label}
+
+
+@dataclass(frozen=True)
+class PlacedBenchmark:
+    """Where one benchmark of one run goes: its column, and whether the version was inferred from the data
+    sha256 (the run predates ``dataset_version``) rather than recorded."""
+
+    column: Column
+    inferred: bool = False
+
+
+class VersionIndex:
+    """The versions that versioned runs recorded per (benchmark, data sha256), for placing older records."""
+
+    def __init__(self, runs: Iterable[LoadedRun]):
+        seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for run in runs:
+            for name, info in run.record.benchmarks.items():
+                if info.dataset_version is not None:
+                    seen[(name, info.data_sha256)].add(info.dataset_version)
+        # bytes recorded under two versions (a mislabelled config) name no version: the old record stays unknown
+        self._known = {key: next(iter(versions)) for key, versions in seen.items() if len(versions) == 1}
+
+    def place(self, benchmark: str, info: BenchmarkInfo | None) -> PlacedBenchmark:
+        if info is None:  # metrics without an identity: an unknown column, which gets no cell
+            return PlacedBenchmark(Column(benchmark, None))
+        if info.dataset_version is not None:
+            return PlacedBenchmark(Column(benchmark, info.dataset_version))
+        inferred = self._known.get((benchmark, info.data_sha256))
+        return PlacedBenchmark(Column(benchmark, inferred), inferred is not None)
+
+    def columns_of(self, run: LoadedRun) -> dict[str, PlacedBenchmark]:
+        """Benchmark name -> its placement, for every benchmark the run has metrics for."""
+        return {name: self.place(name, run.record.benchmarks.get(name)) for name in run.record.metrics}
+
+
+def column_order(column: Column) -> tuple:
+    """Benchmarks alphabetically; within one, the unknown version first, then versions by name."""
+    return (column.benchmark, column.dataset_version is not None, column.dataset_version or "")
