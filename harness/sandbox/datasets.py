@@ -10,12 +10,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import re
 from collections.abc import Callable
 
 from ..pyast import parse
 from ..records import Sample
 from .codec import encode
+from .evalplus_inputs import mbpp_arguments
 from .plans import TestPlan, plan_from_asserts, plan_from_calls, reference_calls
 from .pool import Sandbox
 
@@ -98,57 +98,10 @@ def gold_humanevalplus(sample: Sample) -> str | None:
 
 # ---------------------------------------------------------------- MBPP+: inputs, reference-computed outputs
 
-def _contract_types(contract: str) -> dict[str, str]:
-    """Parameter -> the text of its ``isinstance`` type check(s) in an MBPP+ contract."""
-    found: dict[str, str] = {}
-    for name, types in re.findall(r"isinstance\((\w+),\s*(\w+|\([^)]*\))\)", contract):
-        found[name] = found.get(name, "") + types
-    return found
-
-
-def _numeric(text: str, types: str) -> object:
-    for kind, convert in (("int", int), ("float", float), ("complex", complex)):
-        if kind in types:
-            try:
-                return convert(text)
-            except ValueError:
-                continue
-    return text
-
-
-def _deep_tuple(value: object) -> object:
-    return tuple(_deep_tuple(v) for v in value) if isinstance(value, list) else value
-
-
-def _mbppplus_args(sample: Sample, args: list) -> list:
-    """MBPP+ stores tuples as JSON lists and complex numbers as strings; the contract says which is which."""
-    contract = sample.metadata.get("contract") or ""
-    types = _contract_types(contract)
-    items = {m[1] for m in re.findall(r"all\(isinstance\((\w+),\s*tuple\)[^\n]*?for \1 in (\w+)\)", contract)}
-    recursive = re.search(r"def \w+\((\w+)\).*isinstance\(\1, tuple\)", contract, re.DOTALL) is not None
-    params = _parameters(sample.reference or "", sample.metadata["entry_point"])
-    out = list(args)
-    for k, name in enumerate(params[: len(out)]):
-        wanted = types.get(name, "")
-        if isinstance(out[k], str) and wanted and "str" not in wanted:
-            out[k] = _numeric(out[k], wanted)
-        if name in items and isinstance(out[k], list):
-            out[k] = [tuple(v) if isinstance(v, list) else v for v in out[k]]
-        if "tuple" in wanted and "list" not in wanted and isinstance(out[k], list):
-            out[k] = _deep_tuple(out[k]) if recursive else tuple(out[k])
-    return out
-
-
-def _parameters(source: str, name: str) -> list[str]:
-    for node in ast.walk(parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return [a.arg for a in node.args.args]
-    return []
-
-
 def plan_mbppplus(sample: Sample, sandbox: Sandbox) -> TestPlan:
     meta = sample.metadata
-    inputs = [_mbppplus_args(sample, a) for a in (meta.get("base_input") or []) + (meta.get("plus_input") or [])]
+    # Mbpp/793 ships `{}` for "no plus inputs"; EvalPlus iterates it as no inputs, and so does this.
+    inputs = [mbpp_arguments(sample.id, a) for a in (meta.get("base_input") or []) + (meta.get("plus_input") or [])]
     calls = _wire_calls(inputs)
     return plan_from_calls(sandbox, sample.reference or meta["canonical_solution"], meta["entry_point"], calls,
                            [MBPPPLUS_ORACLE] * len(calls), float(meta.get("atol") or 0.0))

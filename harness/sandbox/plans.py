@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 PLAN_VERSION = "2"
 CACHE_FORMAT = "dare-code-plan/1"
 MAX_PLAN_RECORDS = 200_000  # calls recorded from one task's tests; far above any benchmark's
-PLAN_CODE = ("plans.py", "assert_tests.py", "datasets.py", "codec.py", "child_runner.py")
+PLAN_CODE = ("plans.py", "assert_tests.py", "datasets.py", "evalplus_inputs.py", "codec.py", "child_runner.py")
 REFERENCE_LIMIT_S = 20.0  # per reference call while building a plan
 REFERENCE_TOTAL_S = 300.0
 
