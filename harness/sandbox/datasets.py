@@ -98,13 +98,18 @@ def gold_humanevalplus(sample: Sample) -> str | None:
 
 # ---------------------------------------------------------------- MBPP+: inputs, reference-computed outputs
 
+def base_and_plus_inputs(meta: dict) -> tuple[list, list]:
+    """(base inputs, plus inputs) of an EvalPlus row, as JSON argument lists."""
+    # Mbpp/793 ships `{}` for "no plus inputs"; EvalPlus iterates it as no inputs, and so does this.
+    return list(meta.get("base_input") or []), list(meta.get("plus_input") or [])
+
+
 def plan_mbppplus(sample: Sample, sandbox: Sandbox) -> TestPlan:
     meta = sample.metadata
-    # Mbpp/793 ships `{}` for "no plus inputs"; EvalPlus iterates it as no inputs, and so does this.
-    inputs = [mbpp_arguments(sample.id, a) for a in (meta.get("base_input") or []) + (meta.get("plus_input") or [])]
-    calls = _wire_calls(inputs)
+    base, plus = base_and_plus_inputs(meta)
+    calls = _wire_calls([mbpp_arguments(sample.id, a) for a in base + plus])
     return plan_from_calls(sandbox, sample.reference or meta["canonical_solution"], meta["entry_point"], calls,
-                           [MBPPPLUS_ORACLE] * len(calls), float(meta.get("atol") or 0.0))
+                           [MBPPPLUS_ORACLE] * len(calls), float(meta.get("atol") or 0.0), len(base))
 
 
 # ---------------------------------------------------------------- the table

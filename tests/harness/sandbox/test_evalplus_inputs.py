@@ -19,6 +19,7 @@ from dare.harness.data import load_samples
 from dare.harness.errors import DataError
 from dare.harness.sandbox import child_runner
 from dare.harness.sandbox.codec import encode
+from dare.harness.sandbox.datasets import base_and_plus_inputs
 from dare.harness.sandbox.evalplus_inputs import MBPP_RULES, mbpp_arguments
 
 evalplus_mbpp = pytest.importorskip("evalplus.data.mbpp")
@@ -59,16 +60,12 @@ def test_typed_equal_tells_types_apart(a, b):
     assert typed_equal(a, a) and typed_equal([float("nan")], [float("nan")])
 
 
-def _inputs(meta: dict) -> tuple[list, list]:
-    return list(meta["base_input"] or []), list(meta["plus_input"] or [])  # Mbpp/793 ships {} for no inputs
-
-
 @pytest.mark.parametrize("name", MBPPPLUS_FILES)
 def test_every_mbppplus_input_reaches_the_child_as_evalplus_builds_it(name):
     samples = load_samples(name)
     wrong = {}
     for sample in samples:
-        base, plus = _inputs(sample.metadata)
+        base, plus = base_and_plus_inputs(sample.metadata)
         expected = [list(a) for part in (base, plus) for a in evalplus_mbpp.mbpp_deserialize_inputs(sample.id, part)]
         got = [child_sees(mbpp_arguments(sample.id, a)) for a in base + plus]
         assert len(got) == len(expected)
