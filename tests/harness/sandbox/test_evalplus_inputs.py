@@ -24,7 +24,7 @@ from dare.harness.sandbox.evalplus_inputs import MBPP_RULES, mbpp_arguments
 
 evalplus_mbpp = pytest.importorskip("evalplus.data.mbpp")
 
-MBPPPLUS_FILES = ["mbppplus.jsonl"]
+MBPPPLUS_FILES = ["mbppplus.jsonl", "mbppplus_v0.1.0.jsonl"]  # v0.2.0 (the default) and v0.1.0
 
 
 def typed_equal(a, b) -> bool:
