@@ -76,6 +76,15 @@ def test_every_mbppplus_input_reaches_the_child_as_evalplus_builds_it(name):
     assert {int(s.id.split("/")[1]) for s in samples} & set(MBPP_RULES)  # the table is exercised
 
 
+def test_every_humanevalplus_input_reaches_the_child_as_its_json_value():
+    samples = load_samples("humanevalplus.jsonl")
+    assert len(samples) == 164
+    for sample in samples:
+        base, plus = base_and_plus_inputs(sample.metadata)
+        for k, args in enumerate(base + plus):
+            assert typed_equal(child_sees(args), list(args)), (sample.id, k)
+
+
 def test_a_row_that_does_not_fit_its_rule_is_a_data_error():
     with pytest.raises(DataError, match="Mbpp/124"):
         mbpp_arguments("Mbpp/124", ["0"])
