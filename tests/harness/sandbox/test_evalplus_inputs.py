@@ -28,12 +28,13 @@ MBPPPLUS_FILES = ["mbppplus.jsonl", "mbppplus_v0.1.0.jsonl"]  # v0.2.0 (the defa
 
 
 def typed_equal(a, b) -> bool:
-    """Deep equality that also requires ``type(a) is type(b)`` at every depth; NaN equals NaN."""
+    """Deep equality that also requires ``type(a) is type(b)`` at every depth; NaN equals NaN, and a zero's sign
+    counts (``cmath.phase`` of a complex depends on it, as in Mbpp/124 and 252)."""
     if type(a) is not type(b):
         return False
     kind = type(a)
     if kind is float:
-        return a == b or (math.isnan(a) and math.isnan(b))
+        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (math.isnan(a) and math.isnan(b))
     if kind is complex:
         return typed_equal(a.real, b.real) and typed_equal(a.imag, b.imag)
     if kind in (list, tuple):
@@ -54,7 +55,8 @@ def child_sees(args: list) -> list:
 
 
 @pytest.mark.parametrize("a, b", [((1,), [1]), ([0], [0.0]), ([{}], [set()]), ({1: (2,)}, {1: [2]}),
-                                  (complex(1, 0), 1.0), ((1, [2]), (1, (2,))), (frozenset({1}), {1}), (True, 1)])
+                                  (complex(1, 0), 1.0), ((1, [2]), (1, (2,))), (frozenset({1}), {1}), (True, 1),
+                                  (0.0, -0.0), (complex(-1, 0.0), complex(-1, -0.0))])
 def test_typed_equal_tells_types_apart(a, b):
     assert not typed_equal(a, b)
     assert typed_equal(a, a) and typed_equal([float("nan")], [float("nan")])
