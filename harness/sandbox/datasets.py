@@ -7,29 +7,18 @@ completion is, and how to build the trusted :class:`~.plans.TestPlan` from the r
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
-import re
 from collections.abc import Callable
 
-from ..pyast import parse
 from ..records import Sample
 from .codec import encode
-from .plans import TestPlan, plan_from_asserts, plan_from_calls, reference_calls
+from .evalplus_inputs import mbpp_arguments
+from .plans import TestPlan, plan_from_asserts, plan_from_calls
 from .pool import Sandbox
 
 # EvalPlus rows are graded by EvalPlus's own rules (compare.EvalPlusRules), special oracles included.
 HUMANEVALPLUS_ORACLE = "evalplus:humaneval"
 MBPPPLUS_ORACLE = "evalplus:mbpp"
-
-
-@functools.cache
-def humaneval_canonical() -> dict[str, tuple[str, str]]:
-    """HumanEval task id -> (prompt, canonical body): the reference for HumanEval+ rows, which ship none."""
-    from ..data import load_samples
-
-    return {s.id: (s.prompt, s.metadata["canonical_solution"]) for s in load_samples("humaneval.jsonl")}
 
 
 def _wire_calls(arg_lists: list) -> list:
@@ -52,106 +41,30 @@ def plan_mbpp(sample: Sample, sandbox: Sandbox) -> TestPlan:
     return plan_from_asserts(sandbox, reference, meta["entry_point"], test, None, reference, setup)
 
 
-# ---------------------------------------------------------------- HumanEval+: literal inputs and results
+# ---------------------------------------------------------------- HumanEval+, MBPP+: reference-computed outputs
 
-def _parse_plus_test(test: str) -> tuple[list, list | None, float, str]:
-    """(inputs, results or None, atol, module code defining ``ref_func`` where results are absent)."""
-    tree = parse(test)
-    check = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check")
-    values, atol = {}, 0.0
-    for node in check.body:
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            values[node.targets[0].id] = ast.literal_eval(node.value)
-        elif isinstance(node, ast.For):
-            call = node.body[0].value
-            atol = float(ast.literal_eval(call.args[2])) if len(call.args) > 2 else 0.0
-    support = [n for n in tree.body if n is not check and not isinstance(n, ast.Expr)]
-    return values["inputs"], values.get("results"), atol, ast.unparse(ast.Module(support, []))
+def base_and_plus_inputs(meta: dict) -> tuple[list, list]:
+    """(base inputs, plus inputs) of an EvalPlus row, as JSON argument lists."""
+    # Mbpp/793 ships `{}` for "no plus inputs"; EvalPlus iterates it as no inputs, and so does this.
+    return list(meta.get("base_input") or []), list(meta.get("plus_input") or [])
 
 
 def plan_humanevalplus(sample: Sample, sandbox: Sandbox) -> TestPlan:
+    """EvalPlus runs ``prompt + canonical_solution`` on each input; the inputs are the JSON values as they are."""
     meta = sample.metadata
-    inputs, results, atol, support = _parse_plus_test(meta["test"])
-    calls = _wire_calls(inputs)
-    if results is None:  # the test computes expectations with EvalPlus's own reference, ref_func
-        plan = plan_from_calls(sandbox, support, "ref_func", calls, [HUMANEVALPLUS_ORACLE] * len(calls), atol)
-        return dataclasses.replace(plan, entry_point=meta["entry_point"])
-    plan = TestPlan(meta["entry_point"], calls, [encode(r) for r in results], [HUMANEVALPLUS_ORACLE] * len(calls),
-                    [None] * len(calls), atol)
-    program = gold_humanevalplus(sample)
-    if program is not None:  # the original canonical solution gives the time scale
-        records, problem = reference_calls(sandbox, sample.prompt + program, meta["entry_point"], calls)
-        plan.ref_times = [r.get("t") if r and "ok" in r else None for r in records]
-        raised = next((k for k, r in enumerate(records) if r and "err" in r), None)
-        if problem is None and raised is not None:
-            problem = f"reference raises {records[raised]['err']} on input {raised}"
-        plan.golden = {"passed": problem is None, "reason": problem}
-    return plan
-
-
-def gold_humanevalplus(sample: Sample) -> str | None:
-    if sample.reference:
-        return sample.reference
-    found = humaneval_canonical().get(sample.id)
-    return found[1] if found else None
-
-
-# ---------------------------------------------------------------- MBPP+: inputs, reference-computed outputs
-
-def _contract_types(contract: str) -> dict[str, str]:
-    """Parameter -> the text of its ``isinstance`` type check(s) in an MBPP+ contract."""
-    found: dict[str, str] = {}
-    for name, types in re.findall(r"isinstance\((\w+),\s*(\w+|\([^)]*\))\)", contract):
-        found[name] = found.get(name, "") + types
-    return found
-
-
-def _numeric(text: str, types: str) -> object:
-    for kind, convert in (("int", int), ("float", float), ("complex", complex)):
-        if kind in types:
-            try:
-                return convert(text)
-            except ValueError:
-                continue
-    return text
-
-
-def _deep_tuple(value: object) -> object:
-    return tuple(_deep_tuple(v) for v in value) if isinstance(value, list) else value
-
-
-def _mbppplus_args(sample: Sample, args: list) -> list:
-    """MBPP+ stores tuples as JSON lists and complex numbers as strings; the contract says which is which."""
-    contract = sample.metadata.get("contract") or ""
-    types = _contract_types(contract)
-    items = {m[1] for m in re.findall(r"all\(isinstance\((\w+),\s*tuple\)[^\n]*?for \1 in (\w+)\)", contract)}
-    recursive = re.search(r"def \w+\((\w+)\).*isinstance\(\1, tuple\)", contract, re.DOTALL) is not None
-    params = _parameters(sample.reference or "", sample.metadata["entry_point"])
-    out = list(args)
-    for k, name in enumerate(params[: len(out)]):
-        wanted = types.get(name, "")
-        if isinstance(out[k], str) and wanted and "str" not in wanted:
-            out[k] = _numeric(out[k], wanted)
-        if name in items and isinstance(out[k], list):
-            out[k] = [tuple(v) if isinstance(v, list) else v for v in out[k]]
-        if "tuple" in wanted and "list" not in wanted and isinstance(out[k], list):
-            out[k] = _deep_tuple(out[k]) if recursive else tuple(out[k])
-    return out
-
-
-def _parameters(source: str, name: str) -> list[str]:
-    for node in ast.walk(parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return [a.arg for a in node.args.args]
-    return []
+    base, plus = base_and_plus_inputs(meta)
+    calls = _wire_calls(base + plus)
+    reference = sample.prompt + (sample.reference or meta["canonical_solution"])
+    return plan_from_calls(sandbox, reference, meta["entry_point"], calls, [HUMANEVALPLUS_ORACLE] * len(calls),
+                           float(meta.get("atol") or 0.0), len(base))
 
 
 def plan_mbppplus(sample: Sample, sandbox: Sandbox) -> TestPlan:
     meta = sample.metadata
-    inputs = [_mbppplus_args(sample, a) for a in (meta.get("base_input") or []) + (meta.get("plus_input") or [])]
-    calls = _wire_calls(inputs)
+    base, plus = base_and_plus_inputs(meta)
+    calls = _wire_calls([mbpp_arguments(sample.id, a) for a in base + plus])
     return plan_from_calls(sandbox, sample.reference or meta["canonical_solution"], meta["entry_point"], calls,
-                           [MBPPPLUS_ORACLE] * len(calls), float(meta.get("atol") or 0.0))
+                           [MBPPPLUS_ORACLE] * len(calls), float(meta.get("atol") or 0.0), len(base))
 
 
 # ---------------------------------------------------------------- the table
@@ -169,7 +82,7 @@ class CodeDataset:
 
 DATASETS = {
     "humaneval": CodeDataset("humaneval", True, False, plan_humaneval, lambda s: s.reference),
-    "humanevalplus": CodeDataset("humanevalplus", True, False, plan_humanevalplus, gold_humanevalplus),
+    "humanevalplus": CodeDataset("humanevalplus", True, False, plan_humanevalplus, lambda s: s.reference),
     "mbpp": CodeDataset("mbpp", False, True, plan_mbpp, lambda s: s.reference),
     "mbppplus": CodeDataset("mbppplus", False, True, plan_mbppplus, lambda s: s.reference),
 }

@@ -30,10 +30,10 @@ from .codec import CodecError, decode
 from .pool import Sandbox
 
 log = logging.getLogger(__name__)
-PLAN_VERSION = "2"
+PLAN_VERSION = "3"
 CACHE_FORMAT = "dare-code-plan/1"
 MAX_PLAN_RECORDS = 200_000  # calls recorded from one task's tests; far above any benchmark's
-PLAN_CODE = ("plans.py", "assert_tests.py", "datasets.py", "codec.py", "child_runner.py")
+PLAN_CODE = ("plans.py", "assert_tests.py", "datasets.py", "evalplus_inputs.py", "codec.py", "child_runner.py")
 REFERENCE_LIMIT_S = 20.0  # per reference call while building a plan
 REFERENCE_TOTAL_S = 300.0
 
@@ -43,7 +43,9 @@ class TestPlan:
     """Per test ``i``: ``calls[i]`` = wire ``[args, kwargs]``, ``expected[i]`` (wire, or None), ``oracles[i]``
     (a key of ``compare.ORACLES``, "judge", or "raises"), ``ref_times[i]`` (seconds or None).
     ``judge``: ``{"program", "test"}`` when the tests must be re-run on replayed outputs. ``setup``: test
-    set-up code (no asserts) run after the program when inputs are objects, given as ``{"expr": source}``."""
+    set-up code (no asserts) run after the program when inputs are objects, given as ``{"expr": source}``.
+    ``base_count``: how many leading calls are the dataset's base inputs (EvalPlus checks base and plus
+    inputs as two runs, each with its own time budget); None where a dataset has no such split."""
 
     entry_point: str
     calls: list
@@ -110,10 +112,10 @@ def validate_plan(plan: TestPlan) -> TestPlan:
     if judge is not None and not (type(judge) is dict and set(judge) == {"program", "test"}
                                   and all(type(v) is str for v in judge.values())):
         raise PlanError("judge must be {program, test} strings")
-    if plan.base_count is not None and not (type(plan.base_count) is int and 0 <= plan.base_count <= n):
-        raise PlanError("base_count must count leading calls")
     if type(plan.golden) is not dict or type(plan.golden.get("passed")) is not bool:
         raise PlanError("golden must say whether the reference passed")
+    if plan.base_count is not None and not (type(plan.base_count) is int and 0 <= plan.base_count <= n):
+        raise PlanError("base_count must be None or a number of leading calls")
     return plan
 
 
@@ -259,15 +261,19 @@ def reference_calls(sandbox: Sandbox, program: str, entry_point: str, calls: lis
 
 
 def plan_from_calls(sandbox: Sandbox, program: str, entry_point: str, calls: list, oracles: list,
-                    atol: float) -> TestPlan:
-    """Expected outputs computed by running the reference on each input (MBPP+, HumanEval+ ref_func).
+                    atol: float, base_count: int | None = None) -> TestPlan:
+    """Expected outputs computed by running the reference on each input (MBPP+, HumanEval+), as EvalPlus does.
 
     Inputs on which the reference itself raises (for instance MemoryError, or an output over the size cap)
-    have no expected output; they are dropped, and the plan's ``golden`` says how many and why."""
+    have no expected output; they are dropped, and the plan's ``golden`` says how many and why.
+    ``base_count``: the first calls that are base inputs; the plan's own count is of those kept."""
     records, problem = reference_calls(sandbox, program, entry_point, calls)
     kept, expected, kept_oracles, times, dropped = [], [], [], [], {}
-    for call, oracle, record in zip(calls, oracles, records):
+    kept_base = None if base_count is None else 0
+    for k, (call, oracle, record) in enumerate(zip(calls, oracles, records)):
         if record is not None and "ok" in record:
+            if kept_base is not None and k < base_count:
+                kept_base += 1
             kept.append(call)
             expected.append(record["ok"])
             kept_oracles.append(oracle)
@@ -281,8 +287,9 @@ def plan_from_calls(sandbox: Sandbox, program: str, entry_point: str, calls: lis
         golden["dropped_inputs"] = dropped
     if problem is not None:  # keep the inputs the reference never reached: the plan stays complete
         return TestPlan(entry_point, calls, [r["ok"] if r and "ok" in r else None for r in records],
-                        oracles, [_seconds(r.get("t")) if r else None for r in records], atol, None, "", golden)
-    return TestPlan(entry_point, kept, expected, kept_oracles, times, atol, None, "", golden)
+                        oracles, [_seconds(r.get("t")) if r else None for r in records], atol, None, "", golden,
+                        base_count)
+    return TestPlan(entry_point, kept, expected, kept_oracles, times, atol, None, "", golden, kept_base)
 
 
 def plan_from_asserts(sandbox: Sandbox, reference_program: str, entry_point: str, test_source: str,

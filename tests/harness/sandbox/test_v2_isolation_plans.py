@@ -80,6 +80,24 @@ def test_hostile_reference_records_make_an_unusable_plan_not_a_crash():
     assert problem is not None and "malformed reference record" in problem and records == [None]
 
 
+def test_base_count_counts_the_base_inputs_kept_after_dropped_ones():
+    program = "def f(x):\n    if x == 1:\n        raise MemoryError\n    return x\n"
+    calls = [encode([[x], {}]) for x in range(5)]
+    sandbox = Sandbox(workers=1)
+    try:
+        plan = plans.plan_from_calls(sandbox, program, "f", calls, ["eq"] * 5, 0.0, base_count=3)
+    finally:
+        sandbox.close()
+    assert plan.golden == {"passed": True, "reason": None, "dropped_inputs": {"MemoryError": 1}}
+    assert len(plan.calls) == 4 and plan.base_count == 2 and len(plan.ref_times) == 4
+    assert plans.TestPlan.from_json(plan.to_json()).base_count == 2
+    old = {k: v for k, v in plan.to_json().items() if k != "base_count"}  # a plan cached before the field
+    assert plans.TestPlan.from_json(old).base_count is None
+    for bad in (5, -1, True, 2.0):
+        with pytest.raises(plans.PlanError, match="base_count"):
+            plans.TestPlan.from_json({**plan.to_json(), "base_count": bad})
+
+
 def test_default_plan_cache_is_private_and_not_in_the_home_cache(monkeypatch):
     monkeypatch.delenv("DARE_CACHE_DIR", raising=False)
     root = default_cache_dir()
