@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from ..options import Options
 
 
@@ -15,7 +17,7 @@ class CodeOptions(Options):
     workers: int | None = None
     min_time_limit: float = 1.0
     time_limit_factor: float = 4.0
-    time_limit_margin: float = 1.0
+    time_limit_margin: float = Field(1.0, gt=0, description="x every time limit; 1.0 applies EvalPlus's as they are")
     sample_time_limit: float = 60.0
     load_time_limit: float = 5.0
     memory_mb: int = 2048
