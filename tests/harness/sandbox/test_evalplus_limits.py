@@ -8,6 +8,9 @@ and the sticky ``atol`` starting over with the plus inputs, which EvalPlus check
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from dare.harness.sandbox import plans
@@ -71,3 +74,25 @@ def test_the_sticky_atol_starts_over_with_the_plus_inputs(verifier):
     program = "def f(k):\n    return 0.5 if k == 0 else [1, 2 + 1e-9]\n"
     assert run(verifier, plan([0.5, [1, 2]], base_count=2), program) == (True, None)
     assert run(verifier, plan([0.5, [1, 2]], base_count=1), program)[1] == "wrong_answer"
+
+
+def test_run_json_records_the_limits_and_the_verdict_key_holds_the_machine(tmp_path, capsys, monkeypatch):
+    """The reference times' machine is recorded and keys the verdicts: on another machine they are redone."""
+    from dare.harness import cli
+    from dare.harness.verifiers import code
+
+    gold = "def similar_elements(test_tup1, test_tup2):\n  return tuple(set(test_tup1) & set(test_tup2))\n"
+    completions = tmp_path / "mbppplus.jsonl"
+    completions.write_text(json.dumps({"id": "Mbpp/2", "completion": gold}) + "\n")
+    args = ["--no-progress", "--backend", "replay", "--suite", "mbppplus", "--completions", str(completions),
+            "--limit", "1", "--out", str(tmp_path / "runs"), "--set", "verifier.time_limit_margin=1.5"]
+    for machine in ("this", "another"):
+        monkeypatch.setattr(code, "machine_fingerprint", lambda m=machine: m)
+        assert cli.main(args) == 0
+        run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+        record = json.loads((run_dir / "run.json").read_text())
+        assert record["metrics"]["mbppplus"]["pass@1"]["value"] == 1.0
+        limits = record["isolation"]["mbppplus"]["time_limits"]
+        assert limits["margin"] == 1.5 and limits["reference_times"]["machine"] == machine
+        assert limits["reference_times"]["tasks"] == 1 and limits["reference_times"]["inputs"] > 100
+    assert len(list((tmp_path / "runs" / ".cache" / "verdicts").glob("code-*.jsonl"))) == 2
