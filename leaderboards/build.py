@@ -112,12 +112,11 @@ def _collect_samples(tables: list[SuiteTable], stage: Path, more: Sequence[Loade
     return collected
 
 
-def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> tuple[int, int] | None:
-    """(NFE summed, lines) of a run's samples as the one pass counted them; None if a line lacks NFE."""
-    cells = [samples.get((run.key, bench)) for bench in run.record.metrics]
-    if not all(cells) or any(c.nfe_lines != c.lines for c in cells):
-        return None
-    return sum(c.nfe for c in cells), sum(c.lines for c in cells)
+def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> dict[str, tuple[int, int]]:
+    """Benchmark -> (NFE summed, lines) of a run's samples as the one pass counted them; a benchmark
+    with a line that lacks NFE is left out."""
+    cells = {bench: samples.get((run.key, bench)) for bench in run.record.metrics}
+    return {bench: (c.nfe, c.lines) for bench, c in cells.items() if c and c.nfe_lines == c.lines}
 
 
 def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,
