@@ -137,3 +137,27 @@ def write_aup_runs(root: Path) -> Path:
     for spec in AUP_GROUP:
         write_frontier_run(root, spec)
     return root
+
+
+def _crowd() -> list[FrontierRun]:
+    """Fourteen strategies of one model within 8 points and a narrow speed band: labels of close points
+    compete for the same spots; two share a label (so their long run ids are appended)."""
+    runs = [FrontierRun("c00-low-confidence", "low_confidence", 74, 6.4, 64, model="tiny-crowd", n=100)]
+    for i, tau in enumerate((0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)):
+        runs.append(FrontierRun(f"c{i + 1:02d}-threshold", "low_confidence", 70 + (i * 3) % 8, 2.0 + 0.1 * (i % 4),
+                                24 + i % 5, model="tiny-crowd", n=100, decoding={"threshold": tau}))
+    runs.append(FrontierRun("c11-margin", "margin", 72, 2.1, 26, model="tiny-crowd", n=100))
+    for name, option in (("20261201T161348_sudoku_tiny-crowd_6e9d733a_klass_a", 1),
+                         ("20261201T161415_sudoku_tiny-crowd_c13ea68d_klass_b", 2)):
+        runs.append(FrontierRun(name, "klass", 73 + option, 2.2, 25, model="tiny-crowd", n=100,
+                                decoding={"extra": {"klass": {"kl_threshold": option}}}))
+    return runs
+
+
+CROWD = _crowd()
+
+
+def write_crowd_runs(root: Path) -> Path:
+    for spec in CROWD:
+        write_frontier_run(root, spec)
+    return root

@@ -3,13 +3,17 @@ worked out in frontier_fixtures.py, and the per-benchmark mean on hand-built poi
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
 import pytest
 
-from dare.leaderboards.frontier import BenchmarkPoint, Point, build_frontiers
+from dare.leaderboards.build import build_site
+from dare.leaderboards.frontier import BenchmarkPoint, Point, build_frontiers, page_name
 from dare.leaderboards.frontier_aup import score_group
 from dare.leaderboards.loading import load_runs
 
-from .frontier_fixtures import AUP_EXPECTED, EXPECTED, write_aup_runs, write_frontier_runs
+from .frontier_fixtures import AUP_EXPECTED, AUP_GROUP, EXPECTED, write_aup_runs, write_frontier_runs
 
 
 def _group(root, model: str):
@@ -60,3 +64,20 @@ def test_the_mean_is_over_the_group_s_benchmark_list_and_undefined_when_one_is()
     assert fallen.aup is None and fallen.aup_note.startswith("b: accuracy at the highest TPF (30.00%)")
     assert fallen.benchmarks["a"].aup == pytest.approx(180.0)  # the other benchmark keeps its AUP
     assert unknown.aup is None and unknown.aup_note == "b: no TPF: this run has a sample without NFE"
+
+
+def test_the_page_shows_tpf_and_aup_and_why_an_aup_is_undefined(tmp_path):
+    site = build_site([write_aup_runs(tmp_path / "runs")], tmp_path / "site").out
+    html = (site / page_name("tiny-aup", "sudoku")).read_text()
+    rows = {}
+    for row in re.findall(r"<tr data-run=.*?</tr>", html):
+        run = unescape(re.sub(r"<[^>]+>", "", re.findall(r'<td class="run">(.*?)</td>', row)[0]))
+        aup = re.search(r'<td class="aup[^"]*"(?: title="([^"]*)")?>([^<]*)</td>', row)
+        rows[run] = (re.search(r'<td class="tpf">([^<]*)</td>', row)[1], aup[2], unescape(aup[1] or ""))
+    labels = {spec.run_id: spec.remasking for spec in AUP_GROUP}
+    for run, (tpf, aup, _) in rows.items():
+        want_tpf, want_aup = AUP_EXPECTED[labels[run]]
+        assert tpf == f"{want_tpf:.2f}", run
+        assert aup == ("undefined" if want_aup is None else f"{want_aup:.1f}"), run
+    assert rows["a05-random"][2].startswith("accuracy at the highest TPF (70.00%) is more than 5 points below")
+    assert "sudoku 82.0%" in html and "from the reference (low_confidence)" in html
