@@ -1,8 +1,11 @@
 """TPF and AUP of frontier groups (frontier.py, frontier_aup.py) on hand-made records whose numbers are
-worked out in frontier_fixtures.py, and the per-benchmark mean on hand-built points."""
+worked out in frontier_fixtures.py, the per-benchmark mean on hand-built points, and both carried to the
+frontier page, the leaderboard's index data and the exports."""
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from html import unescape
 
@@ -81,3 +84,33 @@ def test_the_page_shows_tpf_and_aup_and_why_an_aup_is_undefined(tmp_path):
         assert aup == ("undefined" if want_aup is None else f"{want_aup:.1f}"), run
     assert rows["a05-random"][2].startswith("accuracy at the highest TPF (70.00%) is more than 5 points below")
     assert "sudoku 82.0%" in html and "from the reference (low_confidence)" in html
+
+
+def test_rows_of_a_frontier_group_carry_tpf_and_aup_into_the_index_and_the_exports(built):
+    """The standard fixture's llada-8b-instruct math runs at 256 and 128 steps form a frontier group."""
+    rows = {r["decoding"].split(" · ")[0]: r for r in built.suite("math")["rows"] if r["speed"]}
+    assert set(rows) == {"steps 256", "steps 128"}
+    assert not any(r["speed"] for r in built.suite("planning")["rows"])
+    reference, fast = rows["steps 256"]["speed"], rows["steps 128"]["speed"]
+    assert reference["reference"] and not fast["reference"] and reference["group"] == fast["group"]
+    assert reference["page"].startswith("frontier/") and reference["page"].endswith(f"#g-{reference['group']}")
+    # The reference's curve is its one point at TPF 1: its AUP is its accuracy in percent, per benchmark,
+    # and the row's AUP the mean over the suite's three benchmarks.
+    cells = rows["steps 256"]["cells"]
+    assert reference["tpf"] == 1.0 and set(reference["benchmarks"]) == {"aime2024", "gsm8k", "math500"}
+    for bench, figures in reference["benchmarks"].items():
+        assert figures["aup"] == pytest.approx(100 * cells[bench]["v"]), bench
+    assert reference["aup"] == pytest.approx(sum(100 * cells[b]["v"] for b in cells) / 3)
+    # The 128-step run falls more than 5 points on two benchmarks: its mean is undefined, and says where.
+    assert fast["aup"] is None and fast["note"].startswith("aime2024: accuracy at the highest TPF")
+    assert "; gsm8k: " in fast["note"] and fast["benchmarks"]["math500"]["aup"] is not None
+    with (built.site / "leaderboard.csv").open() as handle:
+        lines = [line for line in csv.DictReader(handle) if line["frontier_group"]]
+    assert len(lines) == 8  # two rows x (three benchmarks + the mean line)
+    by = {(line["row"], line["benchmark"]): line for line in lines}
+    mean = by[(rows["steps 256"]["id"], "mean")]
+    assert float(mean["tpf"]) == 1.0 and float(mean["aup"]) == pytest.approx(reference["aup"])
+    gsm8k = by[(rows["steps 128"]["id"], "gsm8k")]
+    assert gsm8k["aup"] == "" and gsm8k["aup_undefined"].startswith("accuracy at the highest TPF")
+    document = json.loads((built.site / "leaderboard.json").read_text())
+    assert sum(1 for line in document["rows"] if line["frontier_group"]) == 8
