@@ -125,7 +125,7 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
         if spot.leader:  # a label moved away from its marker says whose it is with a line
             ex, ey = leader_end(spot.box, x, y)
             parts.append(f'<line class="leader" x1="{x:.1f}" y1="{y:.1f}" x2="{ex:.1f}" y2="{ey:.1f}" '
-                         'stroke="#adb5bd" stroke-width="1"/>')
+                         'stroke="#495057" stroke-width="0.8" stroke-dasharray="2 2"/>')
         labels.append(f'<text class="point-label" x="{spot.x:.1f}" y="{spot.y:.1f}" font-size="{FONT_SIZE}" '
                       f'font-family="{FONT_FAMILY}" '
                       f'text-anchor="{spot.anchor}" fill="{"#1d2230" if on else "#6b7280"}">{escape(text)}</text>')
