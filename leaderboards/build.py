@@ -18,7 +18,7 @@ from dare.harness.errors import InputError
 
 from . import curves, frontier_page, site
 from .comparability import REFERENCE_RULE
-from .exports import row_json, write_exports
+from .exports import row_json, speeds_by_run, write_exports
 from .frontier import build_frontiers, frontier_groups
 from .loading import LoadedRun, SkippedRun, load_runs
 from .samples import CellSamples, collect_run_samples
@@ -55,6 +55,7 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
         points = [run for group in frontier_groups(loaded.runs).values() for run in group]
         samples = _collect_samples(tables, stage, points)
         frontiers = build_frontiers(loaded.runs, lambda run: _nfe_sums(run, samples))
+        speeds = speeds_by_run(frontiers)  # TPF and AUP of frontier points, for the table and the exports
         with_pairs = _write_pairs(tables, samples, stage, n_boot)
         sparks = _write_runs(loaded.runs, samples, stage)
         shards = {key: cell.shard for key, cell in samples.items() if cell.shard}
@@ -63,10 +64,11 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "baseline": defaults,
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in loaded.skipped],
-            "exports": write_exports(stage, tables),
+            "exports": write_exports(stage, tables, speeds),
             "suites": [{"name": t.name, "columns": [c.to_json() for c in t.columns], "metrics": t.metrics,
                         "extra": t.extra, "reference": t.baseline or REFERENCE_RULE,
-                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs) for r in t.rows]}
+                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs, speeds)
+                                 for r in t.rows]}
                        for t in tables],
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
@@ -112,12 +114,11 @@ def _collect_samples(tables: list[SuiteTable], stage: Path, more: Sequence[Loade
     return collected
 
 
-def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> tuple[int, int] | None:
-    """(NFE summed, lines) of a run's samples as the one pass counted them; None if a line lacks NFE."""
-    cells = [samples.get((run.key, bench)) for bench in run.record.metrics]
-    if not all(cells) or any(c.nfe_lines != c.lines for c in cells):
-        return None
-    return sum(c.nfe for c in cells), sum(c.lines for c in cells)
+def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> dict[str, tuple[int, int]]:
+    """Benchmark -> (NFE summed, lines) of a run's samples as the one pass counted them; a benchmark
+    with a line that lacks NFE is left out."""
+    cells = {bench: samples.get((run.key, bench)) for bench in run.record.metrics}
+    return {bench: (c.nfe, c.lines) for bench, c in cells.items() if c and c.nfe_lines == c.lines}
 
 
 def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,

@@ -21,7 +21,9 @@ Speed comes from the record: tokens/s = generations x gen_length (canvas tokens,
 benchmarks/decode_frontier.py counts them) over the benchmarks' ``generate_s`` timings, with
 ``counts.generated`` as the number of generations timed (cached ones cost no time and are not counted;
 a run that generated nothing has no tokens/s). NFE per token = the samples' ``nfe`` summed over
-(generations x gen_length). Speed ratios on the page divide by :func:`reference_point`'s run.
+(generations x gen_length); tokens per forward (TPF) is its inverse, per benchmark too
+(:func:`.aup.tokens_per_forward`). Speed ratios on the page divide by :func:`reference_point`'s run, and
+each strategy's AUP is scored against it (:mod:`.frontier_aup`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from typing import Any
 
 from dare.harness.records import DecodingConfig, RunRecord, canonical_json
 
+from .aup import tokens_per_forward
 from .comparability import IDENTITY_GUARDS, reference_order
+from .frontier_aup import score_group
 from .loading import LoadedRun, iter_sample_lines, slug
 from .table import Z95, primary_metric, training_run
 
@@ -51,6 +55,16 @@ _DEFAULTS = DecodingConfig()
 
 
 @dataclass
+class BenchmarkPoint:
+    """One benchmark of a point: its primary metric (a fraction), TPF, and AUP (None with a ``note``)."""
+
+    accuracy: float
+    tpf: float | None
+    aup: float | None = None
+    note: str | None = None
+
+
+@dataclass
 class Point:
     """One strategy's run on a frontier. ``accuracy``/``ci``: the suite mean of the primary metrics."""
 
@@ -63,6 +77,10 @@ class Point:
     nfe_per_token: float | None
     front_speed: bool = False  # on the (accuracy up, tokens/s up) Pareto front
     front_nfe: bool = False  # on the (accuracy up, NFE per token down) Pareto front
+    tpf: float | None = None  # canvas tokens per forward over the suite: 1 / nfe_per_token
+    benchmarks: dict[str, BenchmarkPoint] = field(default_factory=dict)
+    aup: float | None = None  # the mean of the benchmarks' AUPs (frontier_aup.py); None with aup_note
+    aup_note: str | None = None
 
     @property
     def benchmark(self) -> str:
@@ -77,6 +95,7 @@ class Frontier:
     points: list[Point]
     shared: dict[str, Any] = field(default_factory=dict)
     reference: Point | None = None  # what the speed ratios divide by: see :func:`reference_point`
+    y_max: dict[str, float] = field(default_factory=dict)  # benchmark -> the AUP's pool best, in percent
 
 
 def group_key(record: RunRecord) -> str:
@@ -108,7 +127,8 @@ def pareto(values: list[tuple[float, float]]) -> list[bool]:
     return [not any(a >= x and s >= y and (a > x or s > y) for a, s in values) for x, y in values]
 
 
-NfeSums = Callable[[LoadedRun], "tuple[int, int] | None"]  # run -> (NFE summed, generations), or None
+# run -> benchmark -> (NFE summed, generations); a benchmark with a line that records no NFE is left out
+NfeSums = Callable[[LoadedRun], "dict[str, tuple[int, int]]"]
 
 
 def frontier_groups(runs: list[LoadedRun]) -> dict[str, list[LoadedRun]]:
@@ -133,8 +153,9 @@ def build_frontiers(runs: list[LoadedRun], nfe_sums: NfeSums | None = None) -> l
         _name_points(points)
         _mark_fronts(points)
         reference = reference_point(points)
+        y_max = score_group(points, reference)
         digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-        frontiers.append(Frontier(digest, points, _shared(points[0].run.record), reference))
+        frontiers.append(Frontier(digest, points, _shared(points[0].run.record), reference, y_max))
     return frontiers
 
 
@@ -161,10 +182,14 @@ def page_name(model: str, suite: str) -> str:
 
 def _point(run: LoadedRun, nfe_sums: NfeSums) -> Point:
     record = run.record
-    values = []
+    canvas = record.decoding.gen_length
+    sums = nfe_sums(run)
+    values, benchmarks = [], {}
     for bench in sorted(record.metrics):
         metric = record.metrics[bench][primary_metric(sorted(record.metrics[bench]))]
         values.append(metric)
+        nfe, lines = sums.get(bench, (0, 0))
+        benchmarks[bench] = BenchmarkPoint(metric.value, tokens_per_forward(lines, canvas, nfe))
     accuracy = sum(m.value for m in values) / len(values)
     # As the table's suite mean: each benchmark's standard error read back from its 95% interval.
     se = math.sqrt(sum(((m.ci[1] - m.ci[0]) / (2 * Z95)) ** 2 for m in values)) / len(values)
@@ -172,25 +197,31 @@ def _point(run: LoadedRun, nfe_sums: NfeSums) -> Point:
         (max(0.0, accuracy - Z95 * se), min(1.0, accuracy + Z95 * se))
     generated = sum(c.get("generated", 0) for c in record.counts.values())
     seconds = sum(record.timing.benchmark(bench).generate_s or 0.0 for bench in record.benchmarks)
-    canvas = record.decoding.gen_length
     speed = generated * canvas / seconds if generated and seconds > 0 else None
-    sums = nfe_sums(run)
-    nfe = sums[0] / (sums[1] * canvas) if sums and sums[1] else None  # forwards per canvas token
-    return Point(run, _label(record), accuracy, ci, sum(m.n for m in values), speed, nfe)
+    counted = all(bench in sums for bench in benchmarks)  # a suite figure needs every benchmark's NFE
+    nfe = sum(sums[b][0] for b in benchmarks) if counted else 0
+    lines = sum(sums[b][1] for b in benchmarks) if counted else 0
+    per_token = nfe / (lines * canvas) if lines else None  # forwards per canvas token
+    return Point(run, _label(record), accuracy, ci, sum(m.n for m in values), speed, per_token,
+                 tpf=tokens_per_forward(lines, canvas, nfe), benchmarks=benchmarks)
 
 
-def _read_nfe(run: LoadedRun) -> tuple[int, int] | None:
-    """(NFE summed, lines) over the run's samples.jsonl; None when missing or a line has no NFE."""
+def _read_nfe(run: LoadedRun) -> dict[str, tuple[int, int]]:
+    """Benchmark -> (NFE summed, lines) over the run's samples.jsonl; a benchmark with a line that
+    records no NFE is left out, and so is everything when the file is missing."""
     path = run.samples_file
     if not path.is_file() or not path.resolve().is_relative_to(run.directory.resolve()):
-        return None
-    total, lines = 0, 0
+        return {}
+    sums: dict[str, list[int]] = {}
+    broken: set[str] = set()
     for _, sample in iter_sample_lines(path):
-        nfe = sample.get("nfe")
+        bench, nfe = str(sample.get("benchmark")), sample.get("nfe")
         if not isinstance(nfe, int) or isinstance(nfe, bool):
-            return None
-        total, lines = total + nfe, lines + 1
-    return total, lines
+            broken.add(bench)
+            continue
+        entry = sums.setdefault(bench, [0, 0])
+        entry[0], entry[1] = entry[0] + nfe, entry[1] + 1
+    return {bench: (total, lines) for bench, (total, lines) in sums.items() if bench not in broken}
 
 
 def _label(record: RunRecord) -> str:

@@ -2,7 +2,8 @@
 
 ``frontier/<model>-<suite>-<hash>.html``: per group (see :mod:`.frontier`) accuracy against tokens/s and
 against NFE per token, each point a link to its run's drill-down (``../index.html#run=<key>``), the
-Pareto front filled and joined, dominated points hollow, and a table of the same numbers.
+Pareto front filled and joined, dominated points hollow, and a table of the same numbers with each
+strategy's tokens per forward (TPF) and AUP (:mod:`.frontier_aup`; an undefined AUP shows its reason).
 ``frontier/index.html``: every page's charts, one section per (model, suite).
 """
 
@@ -13,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 from .frontier import Frontier, Point, page_name
+from .labels import FONT_FAMILY, FONT_SIZE, LabelPlacer, leader_end
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; script-src 'none'; connect-src 'none'; "
        "base-uri 'none'; form-action 'none'")
@@ -90,17 +92,19 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
         line = " ".join(f"{sx(getattr(p, attr)):.1f},{sy(p.accuracy):.1f}" for p in front)
         parts.append(f'<polyline class="front-line" fill="none" stroke="{FRONT}" stroke-dasharray="4 3" '
                      f'points="{line}"/>')
-    placed: list[tuple[float, float, float, float]] = [(right - 190, 0, right, top)]  # the legend's box
     clusters: dict[tuple[int, int], list[Point]] = {}  # points drawn on the same pixel share one label
     for point in shown:
         clusters.setdefault((round(sx(getattr(point, attr))), round(sy(point.accuracy))), []).append(point)
-    placed += [(x - 6, y - 6, x + 6, y + 6) for x, y in clusters]  # labels keep off every marker
+    # Labels keep off every marker and the legend (drawn above the frame's top right corner).
+    placer = LabelPlacer((left, top, right, bottom),
+                         [(right - 160, 0, right, top)] + [(x - 6, y - 6, x + 6, y + 6) for x, y in clusters])
     for point in sorted(shown, key=lambda p: getattr(p, front_attr)):  # front points drawn last, on top
         on = getattr(point, front_attr)
         x, y = sx(getattr(point, attr)), sy(point.accuracy)
         tip = f"{point.label}: accuracy {100 * point.accuracy:.1f}% " \
               f"[{100 * point.ci[0]:.1f}, {100 * point.ci[1]:.1f}], " \
-              f"{_fmt(point.tokens_per_s, 1)} tokens/s, {_fmt(point.nfe_per_token, 3)} NFE/token"
+              f"{_fmt(point.tokens_per_s, 1)} tokens/s, {_fmt(point.nfe_per_token, 3)} NFE/token, " \
+              f"TPF {_fmt(point.tpf, 2)}, AUP {_fmt(point.aup, 1) if point.aup is not None else 'undefined'}"
         parts.append(
             f'<a href="{escape(run_link(point))}" class="point {"front" if on else "dominated"}" '
             f'data-run="{escape(point.run.key)}" data-label="{escape(point.label)}"><title>{escape(tip)}</title>'
@@ -108,46 +112,33 @@ def scatter(points: list[Point], attr: str, label: str, front_attr: str, better:
             f'stroke="{BAR}" stroke-width="1.5"/>'
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{FRONT if on else "#fff"}" '
             f'stroke="{FRONT if on else DOMINATED}" stroke-width="1.8"/></a>')
+    labels, unplaced = [], []
     for (x, y), members in sorted(clusters.items(),
                                   key=lambda kv: (not any(getattr(p, front_attr) for p in kv[1]), kv[0])):
         on = any(getattr(p, front_attr) for p in members)
         # A shared pixel names its first point and counts the rest (each point's tooltip names it).
         text = members[0].label + (f" (+{len(members) - 1} same)" if len(members) > 1 else "")
-        tx, ty, anchor = _place_label(text, x, y, placed, left, right, top, bottom)
-        parts.append(f'<text x="{tx:.1f}" y="{ty:.1f}" font-size="11" text-anchor="{anchor}" '
-                     f'fill="{"#1d2230" if on else "#6b7280"}">{escape(text)}</text>')
+        spot = placer.place(text, x, y)
+        if spot is None:
+            unplaced.append(text)
+            continue
+        if spot.leader:  # a label moved away from its marker says whose it is with a line
+            ex, ey = leader_end(spot.box, x, y)
+            parts.append(f'<line class="leader" x1="{x:.1f}" y1="{y:.1f}" x2="{ex:.1f}" y2="{ey:.1f}" '
+                         'stroke="#495057" stroke-width="0.8" stroke-dasharray="2 2"/>')
+        labels.append(f'<text class="point-label" x="{spot.x:.1f}" y="{spot.y:.1f}" font-size="{FONT_SIZE}" '
+                      f'font-family="{FONT_FAMILY}" '
+                      f'text-anchor="{spot.anchor}" fill="{"#1d2230" if on else "#6b7280"}">{escape(text)}</text>')
+    parts += labels
     parts.append(f'<circle cx="{right - 150}" cy="{top - 10}" r="4" fill="{FRONT}"/>'
                  f'<text x="{right - 142}" y="{top - 6}" font-size="11" fill="#222">front</text>'
                  f'<circle cx="{right - 98}" cy="{top - 10}" r="4" fill="#fff" stroke="{DOMINATED}" '
                  'stroke-width="1.5"/>'
                  f'<text x="{right - 90}" y="{top - 6}" font-size="11" fill="#222">dominated</text></svg>')
+    if unplaced:  # no free spot in the plot: named under it rather than drawn over another label
+        return (f'<figure class="chart">{"".join(parts)}<figcaption class="unlabelled">Not labelled in the '
+                f'plot (no free spot; hover the point): {escape(", ".join(unplaced))}</figcaption></figure>')
     return "".join(parts)
-
-
-def _place_label(text: str, x: float, y: float, placed: list, left: float, right: float, top: float,
-                 bottom: float) -> tuple[float, float, str]:
-    """Where a label goes: the first spot around the marker (right, left, above, below, then further out)
-    inside the plot that overlaps nothing in ``placed`` (labels, markers, legend), else the inside spot
-    that overlaps least. The chosen box joins ``placed``."""
-    width, height = 6.3 * len(text), 12.0
-    options = [(x + 8, y + 4, "start"), (x - 8, y + 4, "end"), (x, y - 9, "middle"), (x, y + 17, "middle")]
-    options += [(x + dx, y + dy, anchor) for dy in (-9, 17, -22, 30) for dx, anchor in ((8, "start"), (-8, "end"))]
-
-    def box(option):
-        tx, ty, anchor = option
-        x0 = {"start": tx, "end": tx - width, "middle": tx - width / 2}[anchor]
-        return (x0, ty - height + 2, x0 + width, ty + 2)
-
-    def overlap(a, b) -> float:
-        return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-
-    inside = [o for o in options
-              if box(o)[0] >= left and box(o)[2] <= right and box(o)[1] >= top and box(o)[3] <= bottom]
-    chosen = min(inside, key=lambda o: sum(overlap(box(o), b) for b in placed)) if inside else options[0]
-    clear = [o for o in inside if not any(overlap(box(o), b) for b in placed)]
-    chosen = clear[0] if clear else chosen
-    placed.append(box(chosen))
-    return chosen
 
 
 def _fmt(value: float | None, digits: int) -> str:
@@ -173,20 +164,49 @@ def table(frontier: Frontier) -> str:
     reference = frontier.reference
     head = ("<tr><th>strategy</th><th>decoder</th><th>accuracy</th><th>95% CI</th><th>n</th><th>tokens/s</th>"
             f"<th>× {escape(reference.label) if reference else 'reference'}</th><th>NFE/token</th>"
+            '<th title="generated (canvas) tokens per forward pass">TPF</th>'
+            '<th title="accuracy under parallelism (d3LLM): see below the table">AUP</th>'
             "<th>front (speed)</th><th>front (NFE)</th><th>run</th></tr>")
     rows = []
     for p in frontier.points:
         ratio = (p.tokens_per_s / reference.tokens_per_s
                  if reference and reference.tokens_per_s and p.tokens_per_s is not None else None)
         rows.append(
-            f'<tr data-run="{escape(p.run.key)}"><td class="strategy">{escape(p.label)}</td>'
-            f'<td>{escape(p.run.record.decoder.name if p.run.record.decoder else "–")}</td>'
+            f'<tr data-run="{escape(p.run.key)}"><td class="strategy">{breakable(p.label)}</td>'
+            f'<td class="decoder">{breakable(p.run.record.decoder.name if p.run.record.decoder else "–")}</td>'
             f'<td class="acc">{100 * p.accuracy:.1f}%</td><td>[{100 * p.ci[0]:.1f}, {100 * p.ci[1]:.1f}]</td>'
             f'<td>{p.n}</td><td class="tps">{_fmt(p.tokens_per_s, 1)}</td><td>{_fmt(ratio, 2)}</td>'
-            f'<td class="nfe">{_fmt(p.nfe_per_token, 3)}</td><td>{"yes" if p.front_speed else ""}</td>'
+            f'<td class="nfe">{_fmt(p.nfe_per_token, 3)}</td><td class="tpf">{_fmt(p.tpf, 2)}</td>{aup_cell(p)}'
+            f'<td>{"yes" if p.front_speed else ""}</td>'
             f'<td>{"yes" if p.front_nfe else ""}</td>'
-            f'<td><a href="{escape(run_link(p))}">{escape(p.run.record.run_id)}</a></td></tr>')
-    return f'<table class="frontier-table"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<td class="run"><a href="{escape(run_link(p))}">{breakable(p.run.record.run_id)}</a></td></tr>')
+    return (f'<div class="table-wrap"><table class="frontier-table"><thead>{head}</thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>{aup_legend(frontier)}')
+
+
+def breakable(text: str) -> str:
+    """Escaped ``text`` that may wrap after ``:``, ``_`` and ``/`` (decoder names, run ids), so a long
+    name wraps in its cell instead of widening the table past the page."""
+    return "".join(escape(c) + ("<wbr>" if c in ":_/" else "") for c in text)
+
+
+def aup_cell(point: Point) -> str:
+    """The AUP (the mean over the benchmarks), each benchmark's in the tooltip; undefined with its reason."""
+    if point.aup is None:
+        return f'<td class="aup undefined" title="{escape(point.aup_note or "")}">undefined</td>'
+    each = "; ".join(f"{b}: {s.aup:.2f}" for b, s in point.benchmarks.items())
+    return f'<td class="aup" title="{escape(each)}">{point.aup:.1f}</td>'
+
+
+def aup_legend(frontier: Frontier) -> str:
+    reference = frontier.reference.label if frontier.reference else "the reference"
+    pool = ", ".join(f"{b} {v:.1f}%" for b, v in frontier.y_max.items())
+    return ('<p class="legend aup-legend">TPF: canvas tokens (gen_length per generation) per forward pass '
+            "(DARE's NFE). AUP: d3LLM's accuracy under parallelism, in TPF × percentage points, on the curve "
+            f"from the reference ({escape(reference)}) to the strategy; quality weight W(y) = "
+            f"min(exp(−3 (1 − y / y_max)), 1) with y_max the best accuracy of this group ({escape(pool)}); "
+            "undefined when the strategy ends more than 5 points below the reference (hover for the reason); "
+            "with several benchmarks, the mean of theirs.</p>")
 
 
 def _page(title: str, nav: str, body: str) -> str:

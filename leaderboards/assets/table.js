@@ -72,8 +72,11 @@
       (suite.extra[c.id] || []).forEach(function (m) { columns.push([c.benchmark + " · " + m, c.id + "|" + m, version]); });
     });
     columns.push(["Suite mean", "mean"]);
+    // Not sortable: an AUP is scored within its frontier group (its reference run and best accuracy),
+    // so two groups' AUPs do not compare.
+    if (hasSpeed(suite)) columns.push(["TPF · AUP", null, null, SPEED_TITLE]);
     var tr = el("tr", {}, columns.map(function (col) {
-      if (!col[1]) return el("th", { text: col[0] });
+      if (!col[1]) return el("th", { text: col[0], title: col[3] || null, class: col[3] ? "speed" : null });
       var active = state.sort === col[1];
       var arrow = active ? (state.dir === "asc" ? " ▲" : " ▼") : "";
       return el("th", { class: "sortable" + (active ? " sorted" : ""), dataset: { sort: col[1] },
@@ -84,6 +87,34 @@
         col[2] ? el("div", { class: "dataset-version", text: col[2], title: "dataset version" }) : null]);
     }));
     return tr;
+  }
+
+  var SPEED_TITLE = "Rows whose runs are points of an accuracy-speed frontier (runs sharing everything but the " +
+    "decoding strategy). TPF: canvas tokens per forward pass (DARE's NFE). AUP: d3LLM's accuracy under parallelism " +
+    "(TPF × percentage points) within that frontier group only: the curve from the group's reference run to this " +
+    "run, weighted by the group's best accuracy. Compare AUPs within one group; the link opens it.";
+
+  function hasSpeed(suite) {
+    return suite.rows.some(function (r) { return r.speed; });
+  }
+
+  function fixed(value, digits) {
+    return value === null || value === undefined ? "–" : value.toFixed(digits);
+  }
+
+  function speedCell(row) {
+    var speed = row.speed;
+    if (!speed) return el("td", { class: "speed missing", text: "—", title: "not a point of a frontier group" });
+    var each = Object.keys(speed.benchmarks).map(function (b) {
+      var s = speed.benchmarks[b];
+      return b + ": TPF " + fixed(s.tpf, 2) + ", AUP " + (s.aup === null ? "undefined (" + s.note + ")" : fixed(s.aup, 2));
+    });
+    return el("td", { class: "speed", title: each.join("\n") + (speed.reference ? "\nthe group's reference run" : "") }, [
+      el("span", { class: "v", text: "TPF " + fixed(speed.tpf, 2) }),
+      speed.aup === null
+        ? el("span", { class: "aup undefined", text: "AUP undefined", title: speed.note })
+        : el("span", { class: "aup", text: "AUP " + fixed(speed.aup, 1) }),
+      el("a", { class: "n", href: speed.page, text: "frontier" + (speed.reference ? " (reference)" : "") })]);
   }
 
   function flagBadges(flags) {
@@ -224,7 +255,7 @@
     var rows = ordered(suite.rows.filter(function (r) { return matches(r, state); }), state);
     var table = $("table");
     table.tHead.replaceChildren(header(suite, state));
-    var seen = {}, groupSize = {};
+    var seen = {}, groupSize = {}, speedShown = hasSpeed(suite);
     suite.rows.forEach(function (r) { groupSize[r.group] = (groupSize[r.group] || 0) + 1; });
     table.tBodies[0].replaceChildren.apply(table.tBodies[0], rows.map(function (row) {
       var sizes = groupSize[row.group];
@@ -249,6 +280,7 @@
         (suite.extra[c.id] || []).forEach(function (m) { cells.push(extraCell(row, c, m)); });
       });
       cells.push(meanCell(row, ctx));
+      if (speedShown) cells.push(speedCell(row));
       return el("tr", { class: cls, dataset: { row: row.id, group: row.group } }, cells);
     }));
     $("empty").hidden = rows.length > 0;

@@ -1,6 +1,8 @@
 """Frontier pages in real headless Chromium, from file:// with no network: reached from the index, the
 Pareto points of the hand-made records (frontier_fixtures.py: one dominated point, a tie) marked, and
-every point's link opening its own run's drill-down. Skips only without playwright or Chromium."""
+every point's link opening its own run's drill-down; on a crowded group (fourteen close strategies, long
+run ids) no two point labels overlap and the table fits a 1400 px wide window. Skips only without
+playwright or Chromium."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 
 from dare.leaderboards.build import build_site
 
-from .frontier_fixtures import EXPECTED, write_frontier_runs
+from .frontier_fixtures import CROWD, EXPECTED, write_crowd_runs, write_frontier_runs
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 CHROMIUM = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -115,3 +117,69 @@ def test_the_readme_picture_script_rebuilds_a_small_png_from_the_shipped_records
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["bytes"] == out.stat().st_size < 200_000
     assert report["pages"] == ["tiny-llada · sudoku", "tiny-sdar · sudoku"] and len(report["machine"]) == 1
+
+
+@pytest.fixture(scope="module")
+def crowd_page_file(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("crowd-site")
+    report = build_site([write_crowd_runs(root / "runs")], root / "site", title="crowded frontier")
+    [entry] = report.frontiers
+    return report.out / entry["href"]
+
+
+def _boxes(chart) -> list[tuple[str, float, float, float, float]]:
+    """(text, left, top, right, bottom) of every point label of one chart, as Chromium laid them out."""
+    return chart.evaluate("""svg => Array.from(svg.querySelectorAll('text.point-label')).map(t => {
+        const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.top, r.right, r.bottom]; })""")
+
+
+def test_point_labels_of_close_points_never_overlap(page, crowd_page_file, tmp_path):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(crowd_page_file.as_uri())
+    charts = page.locator("svg.frontier-chart").all()
+    assert len(charts) == 2
+    for chart in charts:
+        boxes = _boxes(chart)
+        frame = chart.evaluate("svg => { const r = svg.getBoundingClientRect(); "
+                               "return [r.left, r.top, r.right, r.bottom]; }")
+        # Every point is named: by its own label, by the label of a point drawn on the same pixel
+        # ("... (+1 same)"), or (no free spot) in the caption under the chart. The fixture is crowded
+        # enough that some labels had to move away from their markers.
+        unnamed = chart.evaluate("""svg => {
+            const caption = svg.closest('figure') ? svg.closest('figure').innerText : '';
+            const texts = Array.from(svg.querySelectorAll('text.point-label')).map(t => t.textContent);
+            const points = Array.from(svg.querySelectorAll('a.point')).map(a => {
+                const c = a.querySelector('circle');
+                return [a.dataset.label, c.getAttribute('cx'), c.getAttribute('cy')]; });
+            const named = label => texts.some(t => t === label || t.startsWith(label + ' (+'))
+                || caption.includes(label);
+            return points.filter(([label, x, y]) => !named(label) &&
+                !points.some(([other, ox, oy]) => ox === x && oy === y && named(other))).map(p => p[0]); }""")
+        assert unnamed == []
+        assert len(boxes) >= 10 and chart.locator("line.leader").count() >= 3
+        for i, (text, left, top, right, bottom) in enumerate(boxes):
+            assert frame[0] <= left and right <= frame[2] and frame[1] <= top and bottom <= frame[3], text
+            for other in boxes[i + 1:]:
+                overlap = min(right, other[3]) - max(left, other[1]), min(bottom, other[4]) - max(top, other[2])
+                assert overlap[0] <= 0 or overlap[1] <= 0, (text, other[0])
+    page.screenshot(path=str(tmp_path / "crowded-frontier.png"), full_page=True)
+
+
+def test_the_frontier_table_fits_a_1400px_window(page, crowd_page_file, tmp_path):
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(crowd_page_file.as_uri())
+    table = page.locator("table.frontier-table")
+    assert table.locator("tbody tr").count() == len(CROWD)
+    sizes = page.evaluate("""() => ({page: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+        wraps: Array.from(document.querySelectorAll('.table-wrap')).map(w => [w.scrollWidth, w.clientWidth]),
+        right: document.querySelector('table.frontier-table').getBoundingClientRect().right})""")
+    path = tmp_path / "frontier-table-1400.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 0
+    assert sizes["page"][0] <= sizes["page"][1], sizes
+    assert sizes["wraps"] and all(scroll <= client for scroll, client in sizes["wraps"]), sizes
+    assert sizes["right"] <= 1400, sizes
+    # TPF and AUP sit in the table: the reference (one token per step) at TPF 1, AUP = 1 x its 74%.
+    row = table.locator("tbody tr", has=page.locator("td.strategy", has_text="low_confidence")).filter(
+        has_not_text="threshold").filter(has_not_text="klass").first
+    assert row.locator("td.tpf").inner_text() == "1.00" and row.locator("td.aup").inner_text() == "74.0"

@@ -332,3 +332,19 @@ def test_two_dataset_versions_are_two_headed_columns_and_a_cell_opens_its_benchm
     cell.locator("button").click()
     page.wait_for_selector("#sample-list article")
     assert page.locator("#run h2").inner_text() == "model-b · code · mbppplus"
+
+
+def test_rows_of_a_frontier_group_show_tpf_and_aup_and_open_their_group(page, built):
+    open_board(page, built, "#baseline=none")
+    assert page.locator("#table thead th").all_inner_texts()[-1] == "TPF · AUP"
+    rows = {r["decoding"].split(" · ")[0]: r for r in built.suite("math")["rows"] if r["speed"]}
+    reference = page.locator(f'tr[data-row="{rows["steps 256"]["id"]}"] td.speed')
+    assert reference.locator(".v").inner_text() == "TPF 1.00"
+    assert reference.locator(".aup").inner_text() == f"AUP {rows['steps 256']['speed']['aup']:.1f}"
+    fast = page.locator(f'tr[data-row="{rows["steps 128"]["id"]}"] td.speed .aup.undefined')
+    assert fast.inner_text() == "AUP undefined" and fast.get_attribute("title").startswith("aime2024: accuracy")
+    assert page.locator("td.speed.missing").count() == len(built.suite("math")["rows"]) - 2
+    group = rows["steps 256"]["speed"]["group"]
+    reference.locator("a").click()
+    page.wait_for_selector(f"section#g-{group} table.frontier-table")
+    assert page.url.endswith(f"#g-{group}")
