@@ -163,13 +163,22 @@ def encoded_output(value):
     return json.loads(text)
 
 
-def timed_call(fn, args, kwargs, limit):
-    signal.setitimer(signal.ITIMER_REAL, max(limit, 0.001))
-    start = time.perf_counter()
+def cpu_limited(limit, wall_per_cpu):
+    """Arm the limits of one step: ``limit`` seconds of this process's CPU time (ITIMER_PROF: load on the
+    machine does not stretch it) and a wall-clock alarm ``wall_per_cpu`` times as long, for calls that sleep
+    or block; ``limit`` 0 disarms both."""
+    signal.setitimer(signal.ITIMER_PROF, limit)
+    signal.setitimer(signal.ITIMER_REAL, limit * wall_per_cpu)
+
+
+def timed_call(fn, args, kwargs, limit, wall_per_cpu):
+    """``(value, CPU seconds)`` of one call under its limits."""
+    cpu_limited(max(limit, 0.001), wall_per_cpu)
+    start = time.process_time()
     try:
-        return fn(*args, **kwargs), time.perf_counter() - start
+        return fn(*args, **kwargs), time.process_time() - start
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        cpu_limited(0, 0)
 
 
 def load_program(source, name):
@@ -179,14 +188,15 @@ def load_program(source, name):
 
 
 def run_calls(job, channel):
-    start = time.perf_counter()
-    signal.setitimer(signal.ITIMER_REAL, job["load_limit"])
+    wall_per_cpu = job.get("wall_per_cpu", 1.0)
+    start = time.process_time()
+    cpu_limited(job["load_limit"], wall_per_cpu)
     try:
         namespace = load_program(job["program"], "<program>")
         if job.get("setup"):  # trusted set-up code that builds object inputs (no asserts, no expected values)
             exec(compile(job["setup"], "<setup>", "exec"), namespace)
         fn = namespace[job["entry_point"]]
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        cpu_limited(0, 0)
     except Timeout:
         channel.send({"load_error": "Timeout", "msg": "program did not finish loading"})
         return
@@ -194,7 +204,7 @@ def run_calls(job, channel):
         channel.send({"load_error": type(exc).__name__[:80], "msg": str(exc)[:300]})
         return
     channel.send({"ready": True})
-    loaded = time.perf_counter() - start
+    loaded = time.process_time() - start
     budgets = Budgets(job.get("budgets"), loaded)
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
         limit = budgets.cut(i, limit)
@@ -203,7 +213,7 @@ def run_calls(job, channel):
             return
         try:
             args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
-            value, elapsed = timed_call(fn, args, kwargs, limit)
+            value, elapsed = timed_call(fn, args, kwargs, limit, wall_per_cpu)
             channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
         except Timeout:
             channel.send({"i": i, "timeout": True})
@@ -214,7 +224,7 @@ def run_calls(job, channel):
 
 
 class Budgets:
-    """Wall-clock budgets of consecutive groups of calls, ``[[end_index, seconds], ...]`` (EvalPlus checks base
+    """CPU-time budgets of consecutive groups of calls, ``[[end_index, seconds], ...]`` (EvalPlus checks base
     and plus inputs as two processes, each under its own total). Loading the program counts against every
     group, since each of EvalPlus's processes loads it again."""
 
@@ -228,8 +238,8 @@ class Budgets:
         if group is None:
             return limit
         if group != self.group:
-            self.group, self.group_start = group, time.perf_counter()
-        left = self.groups[group][1] - self.load_s - (time.perf_counter() - self.group_start)
+            self.group, self.group_start = group, time.process_time()
+        left = self.groups[group][1] - self.load_s - (time.process_time() - self.group_start)
         return min(limit, left)
 
 
@@ -258,13 +268,13 @@ def recorder(job, channel):
         def site(k):
             def call(*args, **kwargs):
                 record = {"site": k, "args": enc([list(args), dict(kwargs)])}
-                start = time.perf_counter()
+                start = time.process_time()
                 try:
                     value = target(*args, **kwargs)
                 except Exception as exc:
-                    channel.send({**record, **describe_error(exc), "t": time.perf_counter() - start})
+                    channel.send({**record, **describe_error(exc), "t": time.process_time() - start})
                     raise
-                channel.send({**record, "ok": encoded_output(value), "t": time.perf_counter() - start})
+                channel.send({**record, "ok": encoded_output(value), "t": time.process_time() - start})
                 return value
             return call
         return site
@@ -331,6 +341,7 @@ def main():
     if argv[7]:
         sys.path.append(argv[7])
     signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGPROF, _alarm)
     import zygote
     if len(argv) > 8 and argv[8] == "zygote":
         zygote.serve(int(argv[9]), int(argv[1]), rlimits(argv), int(argv[10]), run_payload, PROBE)

@@ -28,7 +28,7 @@ from ..records import Sample, Verdict
 from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
-from ..sandbox.launcher import step_limit
+from ..sandbox.launcher import WALL_PER_CPU, step_limit
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, machine_fingerprint, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
@@ -55,7 +55,9 @@ class CodeVerifier(Verifier):
     Time limits follow EvalPlus 0.3.1 (``evalplus/eval/__init__.py: untrusted_check``): each test gets
     ``max(min_time_limit, time_limit_factor * t)``, ``t`` the reference's time on that input measured by the
     trusted pool on this machine; on the EvalPlus sets the base and the plus inputs are two groups, each with
-    the budget ``min(sample_time_limit, sum of its limits) + 2 s`` that loading the program counts against."""
+    the budget ``min(sample_time_limit, sum of its limits) + 2 s`` that loading the program counts against.
+    Times and limits are CPU time (an idle machine's wall time, which EvalPlus measures, and unchanged by load),
+    with a wall-clock backstop ``launcher.WALL_PER_CPU`` times as long for calls that sleep or block."""
 
     name = "code"
     version = "3"  # v3: EvalPlus's per-group budgets, references timed per machine
@@ -160,14 +162,16 @@ class CodeVerifier(Verifier):
         limits = self.time_limits(plan)
         budgets = self.budgets(plan, limits)
         job = {"mode": "call", "program": program, "entry_point": plan.entry_point, "inputs": plan.calls,
-               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup}
+               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup, "wall_per_cpu": WALL_PER_CPU}
         if budgets:  # EvalPlus has no load limit of its own: loading spends the group's budget
             job.update(budgets=budgets, load_limit=budgets[0][1])
-            deadline = sum(seconds for _, seconds in budgets) + 3.0
+            cpu_s = sum(seconds for _, seconds in budgets)
         else:
-            deadline = job["load_limit"] + min(self.sample_time_limit, sum(limits)) + 3.0
+            cpu_s = job["load_limit"] + min(self.sample_time_limit, sum(limits))
+        deadline = cpu_s * WALL_PER_CPU + 3.0  # the parent's deadlines are wall-clock backstops of the child's own
         outcome = Outcome(plan)
-        steps = [job["load_limit"], *map(step_limit, limits, plan.expected_bytes)]
+        steps = [job["load_limit"] * WALL_PER_CPU,
+                 *(step_limit(limit * WALL_PER_CPU, size) for limit, size in zip(limits, plan.expected_bytes))]
         run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
         outcome_from_run(outcome, run)
         if outcome.passed and plan.judge is not None:
@@ -219,7 +223,8 @@ class CodeVerifier(Verifier):
         times = [t for _, plan in plans for t in plan.ref_times if t is not None]
         limits = [limit for _, plan in plans for limit in self.time_limits(plan)]
         digest = hashlib.sha256(json.dumps([[key, plan.ref_times] for key, plan in plans]).encode()).hexdigest()
-        return {"machine": machine_fingerprint(), "measured_by": "the trusted sandbox pool, once per task and machine",
+        return {"machine": machine_fingerprint(), "clock": "CPU time of each call (the limits are on CPU time too)",
+                "measured_by": "the trusted sandbox pool, once per task and machine",
                 "tasks": len(plans), "inputs": len(times), "sum_s": round(sum(times), 3),
                 "limits_above_floor": sum(limit > self.min_time_limit * self.time_limit_margin for limit in limits),
                 "sha256": digest}

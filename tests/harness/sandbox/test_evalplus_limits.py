@@ -3,12 +3,17 @@
 
 Each test runs a hand-built plan through the real sandbox: per input ``max(floor, factor * t_ref)``, per group
 (base inputs, then plus inputs) ``min(cap, sum of limits) + 2 s`` with the program's load counted against it,
-and the sticky ``atol`` starting over with the plus inputs, which EvalPlus checks in a fresh process.
+and the sticky ``atol`` starting over with the plus inputs, which EvalPlus checks in a fresh process. The
+limits count CPU time, so a verdict does not change with the machine's load; a call that sleeps is stopped
+by the wall-clock backstop (``launcher.WALL_PER_CPU`` times its limit).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +44,10 @@ def run(verifier: CodeVerifier, the_plan: plans.TestPlan, program: str):
     return outcome.passed, outcome.failure
 
 
-SLOW = "import time\ndef f(k):\n    time.sleep({s})\n    return k\n"
+# Busy for {s} s of CPU time per call: the limits count CPU time, which load on the machine does not stretch.
+BUSY = ("import time\ndef busy(s):\n    end = time.process_time() + s\n"
+        "    while time.process_time() < end:\n        pass\n")
+SLOW = BUSY + "def f(k):\n    busy({s})\n    return k\n"
 
 
 def test_a_call_over_its_limit_fails_and_the_margin_is_applied(verifier):
@@ -52,6 +60,24 @@ def test_a_call_over_its_limit_fails_and_the_margin_is_applied(verifier):
         verifier.time_limit_margin = 1.0
 
 
+def test_load_on_the_machine_does_not_change_a_verdict(verifier):
+    """0.3 s of CPU per call under a 0.4 s limit passes while three busy processes share the cores with it
+    (its wall time per call is then well over 0.4 s); a sleeping call is stopped by the wall-clock backstop."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    try:
+        started = time.monotonic()
+        assert run(verifier, plan([0, 1, 2], base_count=3), SLOW.format(s=0.3)) == (True, None)
+        wall = time.monotonic() - started
+    finally:
+        for hog in hogs:
+            hog.kill()
+    assert wall > 3 * 0.4, f"the machine was not loaded ({wall:.2f} s)"
+    sleeper = "import time\ndef f(k):\n    time.sleep(30)\n    return k\n"
+    started = time.monotonic()
+    assert run(verifier, plan([0], base_count=1), sleeper) == (False, "timeout")
+    assert time.monotonic() - started < 10
+
+
 def test_each_group_has_its_own_budget(verifier):
     """12 calls of 0.25 s: each under its 0.4 s limit; one group spends 3 s, over min(0.5, 4.8) + 2."""
     outputs, slow = list(range(12)), SLOW.format(s=0.25)
@@ -62,7 +88,7 @@ def test_each_group_has_its_own_budget(verifier):
 
 
 def test_loading_the_program_spends_every_groups_budget(verifier):
-    loads_slowly = "import time\ntime.sleep(1.6)\n" + SLOW.format(s=0.25)
+    loads_slowly = SLOW.format(s=0.25) + "busy(1.6)\n"
     assert run(verifier, plan([0, 1], base_count=1), loads_slowly) == (True, None)  # 1.85 s of 2.4 per group
     # plus: 1.6 + 4 x 0.25 = 2.6 s, over min(0.5, 1.6) + 2; without the load it would be 1 s
     assert run(verifier, plan([0, 1, 2, 3, 4], base_count=1), loads_slowly) == (False, "timeout")

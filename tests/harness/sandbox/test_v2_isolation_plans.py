@@ -138,7 +138,7 @@ def test_clock_gives_each_step_its_own_deadline():
 
 @needs_zygote
 def test_parent_ends_a_job_that_ignores_its_alarm_and_retires_slots_after_violations():
-    spin = ("import signal\ndef f():\n    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+    spin = ("import signal\ndef f():\n    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGPROF})\n"
             "    while True:\n        pass\n")
     liar = ("import os\ndef f():\n    for fd in range(3, 64):\n        try:\n"
             "            os.write(fd, b'{\"n\": \"bad\", \"i\": 0, \"ok\": 1}\\n')\n"
