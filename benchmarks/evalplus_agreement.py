@@ -24,7 +24,9 @@ file (other inputs, or other expected outputs) are marked ``tests_differ`` so a 
 told from a grading difference. A disagreement where one side timed out is re-checked alone, serially with
 nothing else running, and shown as "timeout under load, passes alone" or as a genuine disagreement.
 
-Per-row results are appended to ``<out>.rows.jsonl`` as they come, so an interrupted run resumes.
+Per-row results are appended to ``<out>.rows.jsonl`` as they come, so an interrupted run resumes. The
+report is printed, written to ``--out`` (with the program of every disagreement), and summed up as one
+JSON object on the last line, like the other benchmarks.
 
     python benchmarks/evalplus_agreement.py /work/completions/*.jsonl \\
         --evalplus-file humaneval=/work/evalplus_release/he_v0110.jsonl \\
@@ -396,6 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "evalplus_version": evalplus.__version__, "per_task": args.per_task, "workers": args.workers}
     write_report(args.out, results, settings)
     print_report(results)
+    scored = [r for r in results if not r.get("skipped")]
+    print(json.dumps({"scored": len(scored), "skipped": len(results) - len(scored),
+                      "disagreements": len(disagreements(results)),
+                      "agreement": sum(r["agree"] for r in scored) / max(1, len(scored)), "report": str(args.out)}))
     return 0
 
 
