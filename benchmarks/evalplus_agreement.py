@@ -21,8 +21,8 @@ scored by
 DARE's verdict corresponds to EvalPlus's "plus" verdict (base and plus tests all pass). Tasks missing on
 either side are skipped and counted. Tasks whose tests differ between DARE's shipped rows and the EvalPlus
 file (other inputs, or other expected outputs) are marked ``tests_differ`` so a disagreement there can be
-told from a grading difference. A disagreement where one side timed out is re-checked alone, serially with
-nothing else running, and shown as "timeout under load, passes alone" or as a genuine disagreement.
+told from a grading difference. Every disagreement is checked again by both sides, alone and serially with
+nothing else running, and shown as e.g. "EvalPlus timeout under load, passes alone" or as a genuine one.
 
 Per-row results are appended to ``<out>.rows.jsonl`` as they come, so an interrupted run resumes. The
 report is printed, written to ``--out`` (with the program of every disagreement), and summed up as one
@@ -212,7 +212,7 @@ def run_agreement(rows: Sequence[dict], dataset: str, evalplus_file: str | Path,
                 _append(rows_path, part)
                 results.extend(part)
                 log.info("%s: %d/%d scored", dataset, len(results), len(rows))
-        _recheck_timeouts(results, dataset, problems, truth, samples, verifier, rows_path)
+        _recheck(results, dataset, problems, truth, samples, verifier, rows_path)
         differ = {tid: tests_differ(verifier, samples[tid], problems[tid], truth[tid])
                   for tid in {r["task_id"] for r in results if not r.get("skipped")}}
         for res in results:
@@ -260,29 +260,40 @@ def _put_dare(res: dict, verdict) -> None:
         res["dare_first_failure"] = json.dumps(first)[:300]
 
 
-def _recheck_timeouts(results, dataset, problems, truth, samples, verifier, rows_path) -> None:
-    """Disagreements where a side timed out: that side's check again, alone and serially."""
+def _recheck(results, dataset, problems, truth, samples, verifier, rows_path) -> None:
+    """Every disagreement, checked again by both sides, alone and serially (the batch is over by now).
+
+    A timeout under load shows as "timeout" in EvalPlus's status when its whole child is killed, but as "fail"
+    when one input overruns its own time limit; either way the rerun tells a timing effect from a real
+    difference in grading."""
     changed = []
     for res in results:
         if res.get("skipped") or res.get("agree") or "recheck" in res:
             continue
-        program = None
-        if "timeout" in (res["evalplus_base"], res["evalplus_plus"]) and res["dare_passed"]:
-            program = res["program"] or ""
-            base, plus = evalplus_check(dataset, problems[res["task_id"]], program, truth[res["task_id"]])
-            alone = base == plus == "pass"
-            res["recheck"] = {"side": "evalplus", "base": base, "plus": plus,
-                              "verdict": "EvalPlus timeout under load, passes alone" if alone else "genuine"}
-        elif res["dare_failure"] == "timeout" and evalplus_pass(res):
-            program = res["program"] or ""
-            verdict = verifier.verify_batch([(samples[res["task_id"]], program)])[0]
-            res["recheck"] = {"side": "dare", "passed": verdict.passed,
-                              "failure": (verdict.details or {}).get("failure"),
-                              "verdict": "DARE timeout under load, passes alone" if verdict.passed else "genuine"}
-        if program is not None:
-            changed.append(res)
+        program, sample = res["program"] or "", samples[res["task_id"]]
+        base, plus = evalplus_check(dataset, problems[res["task_id"]], program, truth[res["task_id"]])
+        verdict = verifier.verify_batch([(sample, program)])[0]
+        res["recheck"] = {"evalplus_base": base, "evalplus_plus": plus, "dare_passed": verdict.passed,
+                          "dare_failure": (verdict.details or {}).get("failure")}
+        res["recheck"]["verdict"] = _recheck_verdict(res)
+        changed.append(res)
     if changed:
         _append(rows_path, changed)  # later lines win on resume
+
+
+def _recheck_verdict(res: dict) -> str:
+    again = res["recheck"]
+    evalplus_alone = again["evalplus_base"] == again["evalplus_plus"] == "pass"
+    if evalplus_alone != again["dare_passed"]:
+        return "genuine disagreement (rechecked alone)"
+    sides = []
+    if evalplus_alone != evalplus_pass(res):
+        was = "timeout" if "timeout" in (res["evalplus_base"], res["evalplus_plus"]) else "fail"
+        sides.append(f"EvalPlus {was} under load, {'passes' if evalplus_alone else 'fails'} alone")
+    if again["dare_passed"] != res["dare_passed"]:
+        sides.append(f"DARE {res['dare_failure'] or 'pass'} under load, {'passes' if again['dare_passed'] else 'fails'}"
+                     " alone")
+    return "; ".join(sides)
 
 
 def _load_done(path: Path | None) -> dict[str, dict]:

@@ -72,3 +72,17 @@ def test_both_verdicts_side_by_side(agreement, evalplus_file, tmp_path):
     table = agreement.summarize(list(results.values()))
     assert [(t["scored"], t["agree"], t["disagree"]) for t in table] == [(1, 1, 0)] * 4
     assert len((tmp_path / "rows.jsonl").read_text().splitlines()) == 4  # what a rerun resumes from
+
+
+def test_recheck_verdicts(agreement):
+    """A disagreement checked again alone: a timing effect on either side, or a genuine difference."""
+    def row(dare, base, plus, again_dare, again_base, again_plus):
+        return {"dare_passed": dare, "dare_failure": None if dare else "timeout", "evalplus_base": base,
+                "evalplus_plus": plus, "recheck": {"dare_passed": again_dare, "evalplus_base": again_base,
+                                                   "evalplus_plus": again_plus}}
+
+    verdict = agreement._recheck_verdict
+    assert verdict(row(True, "pass", "timeout", True, "pass", "pass")) == "EvalPlus timeout under load, passes alone"
+    assert verdict(row(True, "pass", "fail", True, "pass", "pass")) == "EvalPlus fail under load, passes alone"
+    assert verdict(row(False, "pass", "pass", True, "pass", "pass")) == "DARE timeout under load, passes alone"
+    assert verdict(row(True, "pass", "fail", True, "pass", "fail")).startswith("genuine")
