@@ -336,6 +336,8 @@ def summarize(results: Sequence[dict]) -> list[dict]:
             "agree": sum(r["agree"] for r in scored),
             "disagree": sum(not r["agree"] for r in scored),
             "disagree_tests_differ": sum(not r["agree"] and bool(r.get("tests_differ")) for r in scored),
+            "tasks": len({r["task_id"] for r in scored}),
+            "tasks_tests_differ": len({r["task_id"] for r in scored if r.get("tests_differ")}),
         })
     return table
 
@@ -367,7 +369,10 @@ def print_report(results: Sequence[dict]) -> None:
               f"{t['evalplus_plus']:>8.1%} {t['dare']:>7.1%} {t['agree']:>6} {t['disagree']:>6} "
               f"{t['disagree_tests_differ']:>6}")
     bad = disagreements(results)
-    print(f"\n{len(bad)} disagreement(s) of {sum(t['scored'] for t in table)} scored rows")
+    differ = {r["task_id"] for r in results if r.get("tests_differ")}
+    print(f"\n{len(differ)} task(s) whose tests differ between DARE's rows and the EvalPlus file (column '(data)'"
+          " counts the disagreements on them)")
+    print(f"{len(bad)} disagreement(s) of {sum(t['scored'] for t in table)} scored rows")
     for res in sorted(bad, key=lambda r: (r["dataset"], r["task_id"], r["source"])):
         print("  " + explain(res))
         if res.get("dare_first_failure"):
@@ -377,6 +382,7 @@ def print_report(results: Sequence[dict]) -> None:
 def write_report(path: Path, results: Sequence[dict], settings: dict) -> None:
     report = {"settings": settings, "summary": summarize(results),
               "skipped": collections.Counter(r["skipped"] for r in results if r.get("skipped")),
+              "tests_differ": {r["task_id"]: r["tests_differ"] for r in results if r.get("tests_differ")},
               "disagreements": [{**r, "explanation": explain(r)} for r in disagreements(results)]}
     path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
