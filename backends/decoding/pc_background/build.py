@@ -30,7 +30,7 @@ from datetime import date
 from pathlib import Path
 
 from dare.harness.data import DATA_DIR
-from dare.harness.errors import DareError, DataError
+from dare.harness.errors import DataError
 
 from . import FORMAT, TABLES_DIR, tokenizer_sha256
 
@@ -120,9 +120,11 @@ def build(tok, label: str, built: str, stdlib: Path | None = None) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     from dare.backends.models.tokenizer import load_tokenizer
+    from dare.harness.cliutil import run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m dare.backends.decoding.pc_background.build",
-                                     description="Count the declared corpus under a tokenizer: a PC-Sampler table.")
+    prog = "python -m dare.backends.decoding.pc_background.build"
+    parser = argparse.ArgumentParser(prog=prog, description="Count the declared corpus under a tokenizer: a "
+                                     "PC-Sampler background table.")
     parser.add_argument("--tokenizer", required=True, type=Path, help="checkpoint directory with the tokenizer")
     parser.add_argument("--out", required=True, type=Path, help="the table file to write (JSON)")
     parser.add_argument("--label", help="the tokenizer's name in the table (default: the directory's name)")
@@ -130,14 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stdlib", type=Path, help="CPython 3.11.7's Lib/ (default: this interpreter's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
+
+    def body() -> int:
         data = build(load_tokenizer(args.tokenizer), args.label or args.tokenizer.name, args.date, args.stdlib)
-    except DareError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    args.out.write_bytes(data)
-    log.info("wrote %s (%d bytes, sha256 %s)", args.out, len(data), hashlib.sha256(data).hexdigest())
-    return 0
+        args.out.write_bytes(data)
+        log.info("wrote %s (%d bytes, sha256 %s)", args.out, len(data), hashlib.sha256(data).hexdigest())
+        return 0
+
+    return run_cli(prog, body)
 
 
 if __name__ == "__main__":
