@@ -7,12 +7,12 @@ first column) with probability p(x0) under the plain softmax, the score is
 
     score_i = exp(-lambda * i) * min(-p(x0) * log(f(x0) + 1e-9), alpha)
 
-where f is the background frequency of the token (:mod:`.pc_background`: by default the table DARE ships for
-the model's tokenizer, counted over a declared corpus without evaluation data; ``none``: every token 1/V, which
-leaves plain low confidence reweighted by position; or a table file, the authors' included). The per-step quota,
-proposals (argmax at T = 0, Gumbel-max above) and options of :func:`.llada.low_confidence` are unchanged; only
-the ranking differs. Scores are float64 (the authors compute in the logits' dtype; on float32 logits the
-parity fixture's tokens are identical).
+where f is the background frequency of the token (:mod:`.pc_background`: by default the table of a declared
+corpus without evaluation data for the model's tokenizer, shipped or built once at plan time; ``none``: every
+token 1/V, which leaves plain low confidence reweighted by position; or a table file, the authors' included).
+The per-step quota, proposals (argmax at T = 0, Gumbel-max above) and options of :func:`.llada.low_confidence`
+are unchanged; only the ranking differs. Scores are float64 (the authors compute in the logits' dtype; on
+float32 logits the parity fixture's tokens are identical).
 """
 
 from __future__ import annotations
@@ -32,14 +32,15 @@ from .stats import prob_of
 
 class PcSamplerOptions(LladaOptions):
     """PC-Sampler: position decay ``pc_lambda`` and clamp ``pc_alpha`` (the authors' defaults 0.25 and 10), the
-    background table ``pc_background`` (``shipped``: DARE's table for the model's tokenizer; ``none``; or a
-    table file) and ``pc_background_sha256``, the sha256 of the file used: bound by the plan (recorded, keys
-    the generation cache), or set by hand to pin the table."""
+    background table ``pc_background`` (``declared``: the declared corpus's table for the model's tokenizer,
+    shipped or built into the cache directory; ``none``; or a table file) and ``pc_background_sha256``, the
+    sha256 of the file used: bound by the plan (recorded, keys the generation cache), or set by hand to pin
+    the table."""
 
     bound: ClassVar[frozenset[str]] = frozenset({"pc_background_sha256"})
     pc_lambda: float = 0.25
     pc_alpha: float = 10.0
-    pc_background: str = Field("shipped", min_length=1)
+    pc_background: str = Field("declared", min_length=1)
     pc_background_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$")
 
 

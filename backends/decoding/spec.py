@@ -42,8 +42,9 @@ class DecoderSpec:
     Capabilities: supports_cfg (classifier-free guidance), cacheable (its rule runs under every KV cache of
     ``registry.caches``), columns (its own selection of each block's forward columns, DPad; None: all),
     batch_independent (a row's output does not depend on the rows beside it), records_trajectory.
-    bind: ``(options, tokenizer) -> options``, the Options completed from the model's tokenizer at plan time
-    (their ``bound`` fields: what the rule will read beyond its settings, e.g. PC-Sampler's table), or None.
+    bind: ``(options, tokenizer, cache_dir) -> options``, the Options completed from the model's tokenizer at
+    plan time (their ``bound`` fields: what the rule will read beyond its settings, e.g. PC-Sampler's table;
+    ``cache_dir``: the run's cache directory, for what the binding derives, or None), or None.
     """
 
     name: str

@@ -115,11 +115,11 @@ class TorchEngine(EngineBase):
                            spec=spec, bind=bind)
 
     def _bind(self, bind, options: Options) -> Options:
-        """A decoder's plan-time binding, with the model's tokenizer: the loaded one, or at plan time the
-        checkpoint's alone (no weights are loaded for it)."""
+        """A decoder's plan-time binding, with the model's tokenizer (the loaded one, or at plan time the
+        checkpoint's alone: no weights are loaded for it) and the run's cache directory."""
         if self._tokenizer is None:
             self._tokenizer = self._model.tokenizer if self._model is not None else load_tokenizer(self.path)
-        return bind(options, self._tokenizer)
+        return bind(options, self._tokenizer, self.ctx.cache_dir)
 
     def decoding_defaults(self) -> dict:
         """The architecture's usual decoding when the model has no ModelSpec (checkpoint given by path)."""
@@ -166,9 +166,11 @@ class TorchEngine(EngineBase):
         """Decode ``requests`` with the resolver's ``decoder`` and typed ``options`` (``dare.harness.resolve``);
         a caller without them (a test, a benchmark) gets the same from ``decoding`` here."""
         self.prepare([], decoding)
-        if decoder is None or options is None:
+        if decoder is None or options is None:  # a worker of --workers N, a test: resolve and bind here
             decoder = self.decoder(decoding)
             options = decoder.spec.options(decoding)
+            if decoder.bind is not None:
+                options = decoder.bind(options)
         out: list[Generation] = []
         for start in range(0, len(requests), decoding.batch_size):
             batch = requests[start:start + decoding.batch_size]

@@ -1,4 +1,5 @@
-"""PC-Sampler's background tables: the shipped default, the builder, the tokenizer check, the record and cache key.
+"""PC-Sampler's background tables: the declared default (shipped, or built at plan time into the cache
+directory), the builder, the tokenizer check, the record and cache key.
 
 The tables live in backends/decoding/pc_background/ (provenance in its README.md); the builder is
 ``python -m dare.backends.decoding.pc_background.build``.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -54,8 +56,9 @@ def test_default_run_on_tiny_llada_reads_and_records_the_shipped_table(tmp_path)
     run = _plan(tmp_path)
     evaluate(run)
     options = json.loads((run.run_dir / "run.json").read_text())["decoder"]["options"]
-    assert options["pc_background"] == "shipped"
+    assert options["pc_background"] == "declared"
     assert options["pc_background_sha256"] == _sha256(TABLES / "tiny-llada.json")
+    assert not (tmp_path / ".cache" / pc_background.CACHE_FOLDER).exists()  # a shipped table is not rebuilt
 
 
 def test_shipped_tables_are_the_declared_files_one_per_tokenizer():
@@ -71,11 +74,64 @@ def test_shipped_tables_are_the_declared_files_one_per_tokenizer():
     assert evaluation and not evaluation & set(listed.values())  # no evaluation file, byte for byte
 
 
-def test_builder_rebuilds_the_tiny_llada_table_byte_for_byte():
+@pytest.fixture
+def nothing_shipped(monkeypatch):
+    """DARE ships no table for any tokenizer (as for LLaDA-8B's), and build.count runs once per tokenizer: the
+    one real count of the declared corpus (about 12 s for tiny-llada) serves every build of the test."""
+    monkeypatch.setattr(pc_background, "shipped_tables", dict)
+    monkeypatch.setattr(pc_background, "_BUILT", {})
+    counted, real = {}, build.count
+
+    def count(tok, stdlib=None):
+        key = (pc_background.tokenizer_sha256(tok), stdlib)
+        if key not in counted:
+            counted[key] = real(tok, stdlib)
+        return counted[key]
+
+    monkeypatch.setattr(build, "count", count)
+    pc_background.frequencies.cache_clear()
+    yield counted
+    pc_background.frequencies.cache_clear()
+
+
+def test_a_tokenizer_without_a_shipped_table_gets_it_built_once_at_plan_time(tmp_path, nothing_shipped, monkeypatch,
+                                                                              caplog):
+    """The first run builds the declared corpus's table into its cache directory (one INFO line), records its
+    sha256 and decodes with it; the second reuses the file. The file is build.py's, byte for byte, and the
+    count behind it rebuilds the shipped table byte for byte."""
+    from dare.harness.plan import evaluate
+
+    builds, real_build = [], build.build
+    monkeypatch.setattr(build, "build", lambda *args, **kw: builds.append(args[1:]) or real_build(*args, **kw))
+    tok = load_tokenizer(SHIPPED["tiny-llada.json"])
+    digest = pc_background.tokenizer_sha256(tok)
+    built = tmp_path / ".cache" / pc_background.CACHE_FOLDER / build.cache_name(digest)
+    with caplog.at_level(logging.INFO, logger=pc_background.__name__):
+        first = _plan(tmp_path)
+    assert builds == [(build.run_label(digest), build.RUN_BUILT)] and built.is_file()
+    said = [r.getMessage() for r in caplog.records if "built the background table" in r.getMessage()]
+    assert len(said) == 1 and str(built) in said[0] and _sha256(built) in said[0]
+    evaluate(first)
+    options = json.loads((first.run_dir / "run.json").read_text())["decoder"]["options"]
+    assert options["pc_background"] == "declared" and options["pc_background_sha256"] == _sha256(built)
+    assert _sha256(built) != _sha256(TABLES / "tiny-llada.json")  # its own label and date: another file
+
+    stamp = built.stat().st_mtime_ns
+    monkeypatch.setattr(pc_background, "_BUILT", {})  # as in a new process
+    second = _plan(tmp_path)
+    assert len(builds) == 1 and built.stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert second.decoder_options.pc_background_sha256 == _sha256(built)
+    assert second.generation_key() == first.generation_key()
+
+    out = tmp_path / "by_build_py.json"
+    label, date = json.loads(built.read_text())["tokenizer"], json.loads(built.read_text())["built"]
+    assert build.main(["--tokenizer", str(SHIPPED["tiny-llada.json"]), "--label", label, "--date", date,
+                       "--out", str(out)]) == 0
+    assert out.read_bytes() == built.read_bytes()
     shipped = (TABLES / "tiny-llada.json").read_bytes()
     table = json.loads(shipped)
-    tok = load_tokenizer(SHIPPED["tiny-llada.json"])
     assert build.build(tok, table["tokenizer"], table["built"]) == shipped
+    assert len(nothing_shipped) == 1  # one count of the corpus in all
 
 
 @pytest.mark.slow
@@ -106,17 +162,29 @@ def test_wrong_tokenizer_table_is_one_line_rc_2():
     assert "counted with another tokenizer" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def test_tables_without_a_tokenizer_hash_are_checked_by_id_and_shipped_needs_a_table(tmp_path):
+def test_tables_without_a_tokenizer_hash_are_checked_by_id(tmp_path):
     tiny = load_tokenizer(SHIPPED["tiny-llada.json"])
     past = tmp_path / "authors_format.json"
     past.write_text(json.dumps({"num_token": 10, "p_baseline_dict": {"3": 4, str(len(tiny)): 6}}))
     with pytest.raises(ConfigError, match=f"holds token id {len(tiny)}, past this model's vocabulary"):
         pc_background.resolve(str(past), tiny)
     assert pc_background.resolve(str(FIXTURES / "pc_sampler_background.json"), tiny).tokenizer_sha256 is None
+    assert pc_background.resolve("none", tiny) is None
+
+
+def test_declared_without_a_readable_corpus_is_one_line_naming_the_fixes(tmp_path, monkeypatch):
+    """A tokenizer without a shipped table, on a Python whose Lib/ is not CPython 3.11.7's: nothing is built."""
+    stdlib = tmp_path / "Lib"
+    stdlib.mkdir()
+    (stdlib / "__future__.py").write_text("not CPython 3.11.7's\n")
+    monkeypatch.setattr(build, "_roots", lambda _: {"gsm8k_train": build.DATA_DIR, "cpython-3.11.7-lib": stdlib})
     dream_tiny = load_tokenizer(SHIPPED_CONFIGS / "models" / "tiny-dream")  # no table ships for it
-    with pytest.raises(ConfigError, match="ships no PC-Sampler background table.*pc_background.build"):
-        pc_background.resolve("shipped", dream_tiny)
-    assert pc_background.resolve("none", dream_tiny) is None
+    with pytest.raises(ConfigError) as raised:
+        pc_background.resolve("declared", dream_tiny, tmp_path / "cache")
+    message = str(raised.value)
+    assert "\n" not in message and "__future__.py differs from the declared corpus" in message
+    assert "pc_background: none" in message and "pc_background.build --tokenizer" in message
+    assert not (tmp_path / "cache").exists()
 
 
 def test_the_table_changes_the_tokens_where_the_background_term_matters():
@@ -134,7 +202,7 @@ def test_the_table_changes_the_tokens_where_the_background_term_matters():
         with torch.inference_mode():
             return decoders.get("mdm:pc_sampler")(model, canvas, cfg, gens).tokens
 
-    shipped, none = decode("shipped"), decode("none")
+    shipped, none = decode("declared"), decode("none")
     assert not torch.equal(shipped, none)
     assert torch.equal(none, decode("none")) and torch.equal(shipped, decode(str(TABLES / "tiny-llada.json")))
 
@@ -143,9 +211,9 @@ def test_record_and_generation_key_carry_the_table(tmp_path):
     table = tmp_path / "copy.json"
     table.write_bytes((TABLES / "tiny-llada.json").read_bytes())
     keys = {name: _plan(tmp_path, *extra).generation_key() for name, extra in {
-        "default": [], "shipped": ["extra={pc_background: shipped}"], "none": ["extra={pc_background: none}"],
+        "default": [], "declared": ["extra={pc_background: declared}"], "none": ["extra={pc_background: none}"],
         "copy": [f"extra={{pc_background: {table}}}"]}.items()}
-    assert keys["default"].split("-")[0] != keys["shipped"].split("-")[0]  # the DecodingConfig hash sees extra
+    assert keys["default"].split("-")[0] != keys["declared"].split("-")[0]  # the DecodingConfig hash sees extra
     assert len(set(keys.values())) == 4
     edited = json.loads(table.read_text())
     first = next(iter(edited["p_baseline_dict"]))

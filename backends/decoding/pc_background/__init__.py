@@ -1,16 +1,18 @@
-"""PC-Sampler's background token frequencies p_bg: the tables DARE ships, how a run picks one, what it records.
+"""PC-Sampler's background token frequencies p_bg: the declared corpus's table for a tokenizer, how a run
+picks one, what it records.
 
 PC-Sampler (:mod:`..pc_sampler`) down-weights tokens that are frequent in ordinary text by -log p_bg(token).
 The authors' tables (NEUIR/PC-Sampler@8b106b0, data/baseline/) were counted over a corpus that holds evaluation
-sets, so DARE ships its own, counted by :mod:`.build` over a declared corpus without any evaluation data
-(README.md beside this file): one JSON table per tokenizer, found by :func:`tokenizer_sha256`.
+sets, so DARE counts its own with :mod:`.build` over a declared corpus without any evaluation data (README.md
+beside this file): one JSON table per tokenizer, found by :func:`tokenizer_sha256`.
 
-``pc_background`` chooses: ``shipped`` (DARE's table for the model's tokenizer; a ConfigError where DARE ships
-none), ``none`` (every token 1/V: only the position decay is left) or the path of a table in DARE's or the
-authors' format (``{"num_token": N, "p_baseline_dict": {"<id>": count}}``; unseen ids 1/N). A table that names
-its tokenizer must name the model's, and no table may hold an id the model's tokenizer lacks. The plan binds
-the sha256 of the file used into the options (``pc_background_sha256``): run.json records it and the
-generation cache keys it; set by hand, it pins the table.
+``pc_background`` chooses: ``declared`` (the declared corpus's table for the model's tokenizer: the one DARE
+ships, else built once at plan time into the run's cache directory, ``pc-background/``; a ConfigError where
+the corpus cannot be read), ``none`` (every token 1/V: only the position decay is left) or the path of a table
+in DARE's or the authors' format (``{"num_token": N, "p_baseline_dict": {"<id>": count}}``; unseen ids 1/N).
+A table that names its tokenizer must name the model's, and no table may hold an id the model's tokenizer
+lacks. The plan binds the sha256 of the file used into the options (``pc_background_sha256``): run.json records
+it and the generation cache keys it; set by hand, it pins the table.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -25,11 +29,14 @@ from typing import Any
 
 import torch
 
-from dare.harness.errors import ConfigError
+from dare.harness.cache import default_cache_root
+from dare.harness.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
 TABLES_DIR = Path(__file__).resolve().parent
+#: the folder of a cache directory that holds the tables runs build
+CACHE_FOLDER = "pc-background"
 #: the ``format`` of the tables :mod:`.build` writes
 FORMAT = "dare-pc-background/1"
 #: sha256 of the authors' files at NEUIR/PC-Sampler@8b106b0, recognised so a run can warn about what they hold
@@ -97,30 +104,73 @@ def shipped_tables() -> dict[str, Path]:
     return out
 
 
-def resolve(choice: str, tok: Any) -> Table | None:
-    """The table ``pc_background=choice`` names for tokenizer ``tok`` (None for ``none``), checked against it."""
+#: tokenizer sha256 -> the table built (or found built) for it in this process: the decoder's lookup at run time
+_BUILT: dict[str, Path] = {}
+
+
+def resolve(choice: str, tok: Any, cache_dir: Path | None = None) -> Table | None:
+    """The table ``pc_background=choice`` names for tokenizer ``tok`` (None for ``none``), checked against it.
+    ``declared`` builds the table into ``cache_dir`` (None: the one this process built it into, else
+    :func:`~dare.harness.cache.default_cache_root`) where none ships for ``tok``."""
     if choice == "none":
         return None
     digest = tokenizer_sha256(tok)
-    if choice == "shipped":
-        path = shipped_tables().get(digest)
-        if path is None:
-            names = ", ".join(p.stem for p in shipped_tables().values())
-            raise ConfigError(f"pc_background=shipped: DARE ships no PC-Sampler background table for this model's "
-                              f"tokenizer (sha256 {digest[:12]}; tables ship for {names}); build one with `python -m "
-                              "dare.backends.decoding.pc_background.build --tokenizer CHECKPOINT --out FILE` and "
-                              "pass pc_background=FILE, or pass pc_background=none (no table: not the paper's method)")
-        return read_table(path)
+    if choice == "declared":
+        return read_table(shipped_tables().get(digest) or built_table(tok, cache_dir))
     table = read_table(Path(choice).expanduser())
     if table.tokenizer_sha256 not in (None, digest):
         raise ConfigError(f"pc_background={choice!r} was counted with another tokenizer (sha256 "
-                          f"{table.tokenizer_sha256[:12]}) than this model's ({digest[:12]}); build a table for this "
-                          "tokenizer with python -m dare.backends.decoding.pc_background.build")
+                          f"{table.tokenizer_sha256[:12]}) than this model's ({digest[:12]}); pass "
+                          "pc_background=declared, or build a table for this tokenizer with python -m "
+                          "dare.backends.decoding.pc_background.build")
     _check_ids(table, len(tok), choice)
     if table.sha256 in AUTHORS:
         log.warning("pc_background is the authors' table %s; its corpus includes evaluation sets (their README), "
                     "so scores on those sets may be inflated", AUTHORS[table.sha256])
     return table
+
+
+def built_table(tok: Any, cache_dir: Path | None = None) -> Path:
+    """The declared corpus's table for ``tok`` in ``cache_dir/pc-background/``, built there on first use
+    (:func:`.build.build` with :func:`.build.run_label` and :data:`.build.RUN_BUILT`, the bytes ``build.py``
+    writes with those) and reused after; a one-line ConfigError where the corpus cannot be read."""
+    from . import build  # imports this module
+
+    digest = tokenizer_sha256(tok)
+    if cache_dir is None and digest in _BUILT and _BUILT[digest].is_file():
+        return _BUILT[digest]
+    path = Path(cache_dir if cache_dir is not None else default_cache_root()) / CACHE_FOLDER / build.cache_name(digest)
+    if not _usable(path, digest):
+        began = time.perf_counter()
+        try:
+            data = build.build(tok, build.run_label(digest), build.RUN_BUILT)
+        except DataError as exc:
+            raise ConfigError(f"pc_background=declared: no table ships for this model's tokenizer (sha256 "
+                              f"{digest[:12]}) and the declared corpus to build one cannot be read: {exc}. Pass "
+                              "--set extra='{pc_background: none}' (not the paper's method) or a table file, or "
+                              "build one with `python -m dare.backends.decoding.pc_background.build --tokenizer "
+                              "CHECKPOINT --stdlib CPYTHON-3.11.7/Lib --out FILE`") from None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+            partial.write_bytes(data)
+            os.replace(partial, path)  # whole or absent, also with another run building beside this one
+        except OSError as exc:
+            raise ConfigError(f"pc_background=declared: cannot write the table built for this model's tokenizer "
+                              f"to {path} ({exc.strerror}); pass a writable --cache-dir") from None
+        log.info("pc_background=declared: built the background table for this model's tokenizer (sha256 %s; "
+                 "none ships) from the declared corpus in %.1f s: %s (sha256 %s)", digest[:12],
+                 time.perf_counter() - began, path, hashlib.sha256(data).hexdigest())
+    _BUILT[digest] = path
+    return path
+
+
+def _usable(path: Path, digest: str) -> bool:
+    """A table built earlier for this tokenizer (a file that is not one is built over)."""
+    try:
+        return read_table(path).tokenizer_sha256 == digest
+    except ConfigError:
+        return False
 
 
 def _check_ids(table: Table, vocab: int, choice: str) -> None:
@@ -130,10 +180,11 @@ def _check_ids(table: Table, vocab: int, choice: str) -> None:
                           "it was counted with another tokenizer")
 
 
-def bind(opts: Any, tok: Any) -> Any:
+def bind(opts: Any, tok: Any, cache_dir: Path | None = None) -> Any:
     """``opts`` with ``pc_background_sha256`` set to the file ``opts.pc_background`` resolves to for ``tok``
-    (None without a table); a pinned sha256 that differs is a ConfigError."""
-    table = resolve(opts.pc_background, tok)
+    (None without a table; ``declared`` builds into ``cache_dir`` where none ships); a pinned sha256 that
+    differs is a ConfigError."""
+    table = resolve(opts.pc_background, tok, cache_dir)
     found = table.sha256 if table is not None else None
     if opts.pc_background_sha256 not in (None, found):
         raise ConfigError(f"pc_background_sha256={opts.pc_background_sha256} is pinned, but "
@@ -145,7 +196,7 @@ def bind(opts: Any, tok: Any) -> Any:
 def frequencies(choice: str, pinned: str | None, tok: Any, vocab: int) -> torch.Tensor:
     """p_bg as a (vocab,) float64 vector (``vocab``: the logits' width) for ``pc_background=choice`` under ``tok``:
     counts / N, unseen ids 1/N; 1/vocab everywhere for ``none``. The decoder calls this each step, hence the
-    cache."""
+    cache; a table built for ``declared`` is the one :func:`bind` built in this process."""
     table = resolve(choice, tok)
     found = table.sha256 if table is not None else None
     if pinned not in (None, found):

@@ -14,6 +14,11 @@ against it before anything is counted, so a table is rebuilt byte for byte from 
 Each text is counted as ``tokenizer.encode(text, add_special_tokens=False)``; the table keeps the authors'
 keys (``num_token``, ``p_baseline_dict`` with string ids) plus the tokenizer's sha256, the corpus list and the
 builder's version and date.
+
+A run whose tokenizer has no shipped table (``pc_background=declared``) builds its own at plan time with
+:func:`build`, labelled :func:`run_label` and dated :data:`RUN_BUILT` (fixed values, so the file and its
+sha256 depend only on the tokenizer, the corpus and this builder): the same bytes as
+``--label "tokenizer <first 12 hex of its sha256>" --date "plan time"`` here.
 """
 
 from __future__ import annotations
@@ -46,6 +51,20 @@ SOURCES = {
 }
 ENCODE = "tokenizer.encode(text, add_special_tokens=False), counts summed over the texts"
 BATCH = 256  # texts per tokenizer call: the fast tokenizer encodes a batch on all cores
+#: the ``built`` of a table a run builds (a date for the shipped ones)
+RUN_BUILT = "plan time"
+
+
+def run_label(tokenizer_digest: str) -> str:
+    """The ``tokenizer`` of a table a run builds: its hash, not a checkpoint path that differs by machine."""
+    return f"tokenizer {tokenizer_digest[:12]}"
+
+
+def cache_name(tokenizer_digest: str) -> str:
+    """The file name of a table a run builds: tokenizer hash, manifest hash and builder version, so a changed
+    corpus or builder is a new file."""
+    manifest = hashlib.sha256(MANIFEST.read_bytes()).hexdigest()
+    return f"{tokenizer_digest[:16]}-corpus{manifest[:12]}-v{VERSION}.json"
 
 
 def declared() -> dict[str, list[tuple[str, str]]]:
@@ -98,7 +117,7 @@ def count(tok, stdlib: Path | None = None) -> tuple[Counter, list[dict]]:
         for _, _, raw in entries:
             batch = list(texts(source, raw))
             for start in range(0, len(batch), BATCH):
-                for ids in tok(batch[start:start + BATCH], add_special_tokens=False)["input_ids"]:
+                for ids in tok(batch[start:start + BATCH], add_special_tokens=False, verbose=False)["input_ids"]:
                     counts.update(ids)
         listing = "".join(f"{digest}  {source}/{relative}\n" for relative, digest, _ in entries)
         licence, what = SOURCES[source]
