@@ -25,6 +25,21 @@ from .records import canonical_json, json_text, sha256_text
 log = logging.getLogger(__name__)
 
 
+def default_cache_root() -> Path:
+    """The cache directory of callers that are given none (a run's is ``--cache-dir``, else ``OUT/.cache``):
+    ``$DARE_CACHE_DIR``, else a directory private to this user under the system temp dir."""
+    root = os.environ.get("DARE_CACHE_DIR")
+    if not root:
+        import stat
+        import tempfile
+        root = os.path.join(tempfile.gettempdir(), f"dare-{os.geteuid()}")
+        os.makedirs(root, mode=0o700, exist_ok=True)
+        info = os.lstat(root)
+        if info.st_uid != os.geteuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077:
+            root = tempfile.mkdtemp(prefix="dare-")  # someone else's or a shared directory: never trust it
+    return Path(root)
+
+
 def cache_key(*parts: Any) -> str:
     return sha256_text(canonical_json(list(parts)))[:32]
 

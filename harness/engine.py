@@ -51,6 +51,10 @@ class EngineContext:
     sample_ids: frozenset[str] = frozenset()
     """Ids of every sample of the suite (before --limit): lets engines that read outputs produced
     elsewhere (replay) tell an unknown id from one that is merely outside the limit."""
+    cache_dir: Path | None = None
+    """The run's cache directory (``--cache-dir``, else ``OUT/.cache``), where an engine keeps files it derives
+    for the run (PC-Sampler's background table built for a tokenizer); None: ``$DARE_CACHE_DIR``, else a
+    directory private to this user under the system temp dir."""
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ hash without changing an output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,14 +26,22 @@ class Options(BaseModel):
 
     ``execution_only`` names fields that cannot change an output (worker counts, thread counts); they
     are recorded but left out of :meth:`identity`, which keys caches and the leaderboard's columns.
+    ``bound`` names fields the engine fills in from the model at plan time (:attr:`DecoderInfo.bind`, e.g. the
+    sha256 of a data file the decoder reads): the DecodingConfig hash cannot see them, so the generation cache
+    keys them beside it (:meth:`bound_identity`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     execution_only: ClassVar[frozenset[str]] = frozenset()
+    bound: ClassVar[frozenset[str]] = frozenset()
 
     def identity(self) -> dict[str, Any]:
         """The fields that can change an output, defaults included (so an explicit default keys alike)."""
         return self.model_dump(mode="json", exclude=set(self.execution_only))
+
+    def bound_identity(self) -> dict[str, Any]:
+        """The :attr:`bound` fields and their values (empty for most components)."""
+        return self.model_dump(mode="json", include=set(self.bound)) if self.bound else {}
 
 
 class NoOptions(Options):
@@ -127,6 +136,9 @@ class DecoderInfo:
     spec: Any = field(default=None, compare=False)
     """The engine's own declaration of the decoder (a backend's spec; opaque to the harness), handed back to
     the engine's ``generate`` with the typed options, so a run looks its decoder up once."""
+    bind: Callable[[Options], Options] | None = field(default=None, compare=False)
+    """``options -> options`` completed from the engine's model (the Options' ``bound`` fields), applied by the
+    resolver after validation; None when the decoder reads nothing beyond its settings."""
 
     def component(self, extra: Options) -> ComponentInfo:
         return ComponentInfo(name=self.name, version=self.version, options=extra.model_dump(mode="json"),

@@ -11,8 +11,9 @@ come through here with an :class:`EvalRequest`, and the decoding through the one
 (:func:`dare.harness.resolve.resolve_decoding`: the model's settings for the suite, then the engine's
 defaults, then the caller's, checked against the decoder the engine declares), so two configs share a hash
 exactly when the decoder sees the same settings. The engine's and every verifier's options are typed
-(unknown keys refused with a did-you-mean) and recorded. Planning has no side effects: it writes nothing,
-loads no weights and starts no worker; :func:`evaluate` does.
+(unknown keys refused with a did-you-mean) and recorded. Planning loads no weights and starts no worker;
+:func:`evaluate` does. It writes nothing, except a file a decoder derives once per tokenizer into the cache
+directory (PC-Sampler's background table where none ships for the model's tokenizer).
 """
 
 from __future__ import annotations
@@ -123,8 +124,9 @@ def plan(request: EvalRequest | str | None = None, /, *positional: Any, **keywor
     """Resolve and validate an evaluation without generating anything (see the module doc).
 
     Takes an :class:`EvalRequest`, or its fields (``dare.plan(model=..., suite=...)``; model, suite, engine and
-    overrides also by position). No side effects: nothing is written, no weights are loaded, no worker starts
-    (``workers`` > 1 start in :func:`evaluate`). ``overrides`` win over the ``decoding``, ``engine_options``
+    overrides also by position). No weights are loaded and no worker starts (``workers`` > 1 start in
+    :func:`evaluate`); nothing is written but a decoder's file derived for the model's tokenizer into the cache
+    directory (see the module doc). ``overrides win over the ``decoding``, ``engine_options``
     and ``verifier_options`` dicts. ``spec`` with ``model_path`` evaluates a checkpoint under the settings of a
     known model while recording it as ``label`` (a trained checkpoint); ``training`` links the record to the
     run that produced it.
@@ -181,9 +183,10 @@ def _resolve(r: EvalRequest) -> EvalPlan:
     out = Path(r.out)
     check_writable(out)
     sample_ids = frozenset(str(row["id"]) for b in suite_spec.benchmarks for row in load_rows(cfg.benchmark(b).data))
+    cache_dir = Path(r.cache_dir) if r.cache_dir else out / ".cache"
     ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
                         completions=Path(r.completions) if r.completions else None, device=r.device,
-                        options=options, sample_ids=sample_ids)
+                        options=options, sample_ids=sample_ids, cache_dir=cache_dir)
     # cheap: engines load weights lazily, in prepare(), after these checks. With workers the replicas are
     # built from the same context in evaluate(); this instance answers the decoder they declare.
     built = engine_cls(ctx)
@@ -191,7 +194,7 @@ def _resolve(r: EvalRequest) -> EvalPlan:
     run = resolve_decoding(built, resolved.spec, suite_spec.name, given, explicit=explicit, base=base)
     return EvalPlan(
         suite=suite_spec, decoding=run.config, engine=built, model_name=resolved.name, out_dir=out,
-        cache_dir=Path(r.cache_dir) if r.cache_dir else out / ".cache", limit=r.limit, verifier_options=verifier_opts,
+        cache_dir=cache_dir, limit=r.limit, verifier_options=verifier_opts,
         flags=flags, command=list(r.command), progress=r.progress, decoder=run.decoder, decoder_options=run.options,
         decoding_fields=run.fields, training=r.training, workers=r.workers, engine_name=r.engine, engine_context=ctx,
     )

@@ -71,6 +71,8 @@ def check(decoding: DecodingConfig, decoder: DecoderInfo | None, explicit: set[s
     if problems:
         raise ConfigError(problems, source=source)
     options = typed_extra(decoding, decoder.options, decoder.namespaces)
+    if decoder.bind is not None:
+        options = decoder.bind(options)  # what the decoder reads from the model beyond its settings
     decoding = decoding.model_copy(update=reset) if reset else decoding
     fields = sorted((reads & set(DecodingConfig.model_fields)) | ({"extra"} if decoding.extra else set()))
     return ResolvedDecoding(decoding, decoder, options, fields)

@@ -100,8 +100,12 @@ class EvalPlan:
         return declared_token_identity(self.engine)
 
     def generation_key(self) -> str:
-        """DecodingConfig hash, plus the engine identity's hash when there is one: the generation cache's key."""
+        """DecodingConfig hash, plus the hash of the engine identity and the decoder's bound options (e.g.
+        PC-Sampler's table sha256) when there are any: the generation cache's key."""
         identity = self.engine_identity()
+        bound = self.decoder_options.bound_identity() if self.decoder_options is not None else {}
+        if bound:
+            identity = {**identity, "decoder_bound": bound}
         return self.decoding.config_hash() + (f"-{cache_key(identity)[:8]}" if identity else "")
 
     def model_info(self) -> ModelInfo:

@@ -7,57 +7,41 @@ first column) with probability p(x0) under the plain softmax, the score is
 
     score_i = exp(-lambda * i) * min(-p(x0) * log(f(x0) + 1e-9), alpha)
 
-where f is the background frequency of the token (``pc_background``: a JSON file in the authors' format,
-``{"num_token": N, "p_baseline_dict": {token id: count}}``, unseen tokens 1/N; without one every token has
-frequency 1/V, which leaves the order of plain low confidence reweighted by position). The per-step quota,
-proposals (argmax at T = 0, Gumbel-max above) and options of :func:`.llada.low_confidence` are unchanged; only
-the ranking differs. Scores are float64 (the authors compute in the logits' dtype; on float32 logits the
-parity fixture's tokens are identical).
+where f is the background frequency of the token (:mod:`.pc_background`: by default the table of a declared
+corpus without evaluation data for the model's tokenizer, shipped or built once at plan time; ``none``: every
+token 1/V, which leaves plain low confidence reweighted by position; or a table file, the authors' included).
+The per-step quota, proposals (argmax at T = 0, Gumbel-max above) and options of :func:`.llada.low_confidence`
+are unchanged; only the ranking differs. Scores are float64 (the authors compute in the logits' dtype; on
+float32 logits the parity fixture's tokens are identical).
 """
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from pathlib import Path
+from typing import ClassVar
 
 import torch
-
-from dare.harness.errors import ConfigError
+from pydantic import Field
 
 from .common import COMMON, early_eos_rejection, top_count
 from .llada import LladaOptions, _demote_eos, _proposals
 from .mdm import NFE, decode_masked_diffusion
+from .pc_background import bind, frequencies
 from .spec import decoder
 from .stats import prob_of
 
 
 class PcSamplerOptions(LladaOptions):
-    """PC-Sampler: position decay ``pc_lambda``, clamp ``pc_alpha``, background counts file ``pc_background``
-    (the authors' defaults: 0.25 and 10)."""
+    """PC-Sampler: position decay ``pc_lambda`` and clamp ``pc_alpha`` (the authors' defaults 0.25 and 10), the
+    background table ``pc_background`` (``declared``: the declared corpus's table for the model's tokenizer,
+    shipped or built into the cache directory; ``none``; or a table file) and ``pc_background_sha256``, the
+    sha256 of the file used: bound by the plan (recorded, keys the generation cache), or set by hand to pin
+    the table."""
 
+    bound: ClassVar[frozenset[str]] = frozenset({"pc_background_sha256"})
     pc_lambda: float = 0.25
     pc_alpha: float = 10.0
-    pc_background: str | None = None
-
-
-@lru_cache(maxsize=4)
-def background(path: str | None, vocab: int) -> torch.Tensor:
-    """Background token frequencies (V,) float64 from ``path`` (the authors' JSON), or 1/V without one."""
-    if path is None:
-        return torch.full((vocab,), 1.0 / vocab, dtype=torch.float64)
-    try:
-        data = json.loads(Path(path).read_text())
-        total, counts = float(data["num_token"]), data["p_baseline_dict"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"pc_background={path!r} is not a readable background file ({exc}); give a JSON "
-                          '{"num_token": N, "p_baseline_dict": {"<token id>": count}}') from None
-    freq = torch.full((vocab,), 1.0 / total, dtype=torch.float64)
-    pairs = [(int(k), float(v)) for k, v in counts.items() if int(k) < vocab]  # ids past the embedding never occur
-    if pairs:
-        ids, values = zip(*pairs)
-        freq[torch.tensor(ids)] = torch.tensor(values, dtype=torch.float64) / total
-    return freq
+    pc_background: str = Field("declared", min_length=1)
+    pc_background_sha256: str | None = Field(None, pattern="^[0-9a-f]{64}$")
 
 
 def scores(p: torch.Tensor, x0: torch.Tensor, freq: torch.Tensor, lam: float, alpha: float) -> torch.Tensor:
@@ -68,13 +52,13 @@ def scores(p: torch.Tensor, x0: torch.Tensor, freq: torch.Tensor, lam: float, al
 
 
 @decoder("mdm:pc_sampler", loop=decode_masked_diffusion, reads=COMMON | {"cfg_scale"}, options=PcSamplerOptions,
-         nfe=NFE, supports_cfg=True, cacheable=True)
+         nfe=NFE, supports_cfg=True, cacheable=True, bind=bind)
 def pc_sampler(logits, masked, quota, step, steps, gens, cfg, opts: PcSamplerOptions, model):
     """logits (B, K, V) of the active block -> (commit (B, K), x0 (B, K)); the quota as low confidence."""
     logits, x0, p = _proposals(logits, gens, cfg, opts, model)
     if cfg.temperature != 0:
         p = prob_of(logits, x0)
-    freq = background(opts.pc_background, logits.shape[-1])
+    freq = frequencies(opts.pc_background, opts.pc_background_sha256, model.tokenizer, logits.shape[-1])
     conf = scores(p, x0, freq, opts.pc_lambda, opts.pc_alpha)
     conf = early_eos_rejection(conf, x0, step, steps, cfg, opts.eos_gamma, opts.step_schedule, model)
     conf = _demote_eos(conf, x0, opts, model)

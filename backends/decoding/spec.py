@@ -42,6 +42,9 @@ class DecoderSpec:
     Capabilities: supports_cfg (classifier-free guidance), cacheable (its rule runs under every KV cache of
     ``registry.caches``), columns (its own selection of each block's forward columns, DPad; None: all),
     batch_independent (a row's output does not depend on the rows beside it), records_trajectory.
+    bind: ``(options, tokenizer, cache_dir) -> options``, the Options completed from the model's tokenizer at
+    plan time (their ``bound`` fields: what the rule will read beyond its settings, e.g. PC-Sampler's table;
+    ``cache_dir``: the run's cache directory, for what the binding derives, or None), or None.
     """
 
     name: str
@@ -58,6 +61,7 @@ class DecoderSpec:
     batch_independent: bool = True
     records_trajectory: bool = True
     version: str = "1"
+    bind: Callable | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "rules", {k: v for k, v in self.rules.items() if k in self.reads})
@@ -83,14 +87,14 @@ class DecoderSpec:
 def decoder(name: str, *, reads: frozenset[str], options: type[Options], loop: Callable | None = None,
             rules: Mapping[str, str] | None = None, nfe: str = "", aliases: tuple[str, ...] = (),
             supports_cfg: bool = False, cacheable: bool = False, columns: type | None = None,
-            batch_independent: bool = True, version: str = "1"):
+            batch_independent: bool = True, version: str = "1", bind: Callable | None = None):
     """Decorator: register the decorated commit rule, run by ``loop``, as decoder ``name``. With ``loop=None``
     the decorated function is the strategy's own loop (its rule inside). Returns the function unchanged."""
 
     def register(function: Callable) -> Callable:
         spec = DecoderSpec(name, loop or function, None if loop is None else function, frozenset(reads), options,
                            dict(rules or {}), nfe, tuple(aliases), supports_cfg, cacheable, columns,
-                           batch_independent, version=version)
+                           batch_independent, version=version, bind=bind)
         decoders.register(name, spec, aliases=spec.aliases)
         return function
 

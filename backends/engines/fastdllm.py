@@ -59,7 +59,7 @@ class FastDllmEngine(TorchEngine):
                    for name, reads in info.catalog.items()}
         return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=info.reads, options=info.options,
                            catalog={f"fastdllm:{n}": r for n, r in catalog.items()}, namespaces=info.namespaces,
-                           rules=info.rules, spec=info.spec)
+                           rules=info.rules, spec=info.spec, bind=info.bind)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:
         """The cache-mode check, then the torch engine's checks (decoder, steps, guidance, prompts)."""

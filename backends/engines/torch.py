@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import Literal
 
 import torch
@@ -31,7 +32,7 @@ from dare.backends.models.loader import (
     load_model,
     read_config,
 )
-from dare.backends.models.tokenizer import render_prompt, use_chat_template
+from dare.backends.models.tokenizer import load_tokenizer, render_prompt, use_chat_template
 from dare.harness.engine import EngineBase, EngineContext, GenerationRequest
 from dare.harness.errors import ConfigError, ModelError
 from dare.harness.options import Capabilities, DecoderInfo, Options
@@ -74,6 +75,7 @@ class TorchEngine(EngineBase):
         if self.options.threads:  # --set engine.threads=N: tiny models on shared CPUs run best on 1
             torch.set_num_threads(int(self.options.threads))
         self._model: LoadedModel | None = None
+        self._tokenizer = None  # the checkpoint's tokenizer, read for plan-time bindings only
 
     @property
     def model(self) -> LoadedModel:
@@ -107,9 +109,17 @@ class TorchEngine(EngineBase):
         spec = self._spec(decoding)
         family = self.arch.decoding_family
         catalog = {f"{family}:{s}": decoders.get(f"{family}:{s}").reads for s in strategies(family)}
+        bind = partial(self._bind, spec.bind) if spec.bind is not None else None
         return DecoderInfo(name=f"{family}:{decoding.remasking}", version=spec.version, reads=spec.reads,
                            options=spec.Options, catalog=catalog, namespaces=NAMESPACES, rules=dict(spec.rules),
-                           spec=spec)
+                           spec=spec, bind=bind)
+
+    def _bind(self, bind, options: Options) -> Options:
+        """A decoder's plan-time binding, with the model's tokenizer (the loaded one, or at plan time the
+        checkpoint's alone: no weights are loaded for it) and the run's cache directory."""
+        if self._tokenizer is None:
+            self._tokenizer = self._model.tokenizer if self._model is not None else load_tokenizer(self.path)
+        return bind(options, self._tokenizer, self.ctx.cache_dir)
 
     def decoding_defaults(self) -> dict:
         """The architecture's usual decoding when the model has no ModelSpec (checkpoint given by path)."""
@@ -156,9 +166,11 @@ class TorchEngine(EngineBase):
         """Decode ``requests`` with the resolver's ``decoder`` and typed ``options`` (``dare.harness.resolve``);
         a caller without them (a test, a benchmark) gets the same from ``decoding`` here."""
         self.prepare([], decoding)
-        if decoder is None or options is None:
+        if decoder is None or options is None:  # a worker of --workers N, a test: resolve and bind here
             decoder = self.decoder(decoding)
             options = decoder.spec.options(decoding)
+            if decoder.bind is not None:
+                options = decoder.bind(options)
         out: list[Generation] = []
         for start in range(0, len(requests), decoding.batch_size):
             batch = requests[start:start + decoding.batch_size]

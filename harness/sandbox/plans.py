@@ -121,16 +121,9 @@ def validate_plan(plan: TestPlan) -> TestPlan:
 
 def default_cache_dir() -> Path:
     """``$DARE_CACHE_DIR/code-plans``, else a directory private to this user under the system temp dir."""
-    root = os.environ.get("DARE_CACHE_DIR")
-    if not root:
-        import stat
-        import tempfile
-        root = os.path.join(tempfile.gettempdir(), f"dare-{os.geteuid()}")
-        os.makedirs(root, mode=0o700, exist_ok=True)
-        info = os.lstat(root)
-        if info.st_uid != os.geteuid() or not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077:
-            root = tempfile.mkdtemp(prefix="dare-")  # someone else's or a shared directory: never trust it
-    return Path(root) / "code-plans"
+    from ..cache import default_cache_root
+
+    return default_cache_root() / "code-plans"
 
 
 @functools.cache
