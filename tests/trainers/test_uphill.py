@@ -55,6 +55,21 @@ def test_one_update_raises_the_decoding_likelihood_of_positive_advantage_rollout
         assert u.gap > MARGIN, report
 
 
+def test_every_registered_rl_algorithm_is_probed_on_every_family_it_allows():
+    """A newly registered algorithm (or one that changes its model family) must join CASES; only the supervised
+    and preference objectives, which have no rollouts or advantages, stay out."""
+    from dare.harness.registry import algorithms
+    from dare.trainers.experiments.uphill import FAMILIES
+
+    expected = set()
+    for name in algorithms.names():
+        cls = algorithms.get(name)
+        if cls.needs.rollout and cls.needs.rewards:
+            expected |= {(cls.name, m) for m, kind in FAMILIES.items() if cls.needs.attention in (None, kind)}
+    assert set(CASES) == expected and len(CASES) == len(expected)
+    assert {n for n, _ in CASES}.isdisjoint({"sft", "dpo", "vrpo"})
+
+
 def test_the_replayed_likelihood_is_the_samplers(tiny):
     """The probe's ℓ is the decoding policy's: at the rollout temperature the replay of a recorded step map gives
     the same per-token log-probabilities as the sampler's tempered softmax at that step (one step per token,
