@@ -11,6 +11,7 @@ by the wall-clock backstop (``launcher.WALL_PER_CPU`` times its limit).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -61,10 +62,14 @@ def test_a_call_over_its_limit_fails_and_the_margin_is_applied(verifier):
 
 
 def test_load_on_the_machine_does_not_change_a_verdict(verifier):
-    """0.3 s of CPU per call under a 0.4 s limit passes while three busy processes share the cores with it
+    """0.3 s of CPU per call under a 0.4 s limit passes while more busy processes than cores share them with it
     (its wall time per call is then well over 0.4 s); a sleeping call is stopped by the wall-clock backstop."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(3)]
+    cores = len(os.sched_getaffinity(0))
+    # each in a session of its own: the scheduler shares the CPU between sessions (autogroups), not processes
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+            for _ in range(cores + 1)]
     try:
+        time.sleep(0.5)  # the hogs are running before the calls start
         started = time.monotonic()
         assert run(verifier, plan([0, 1, 2], base_count=3), SLOW.format(s=0.3)) == (True, None)
         wall = time.monotonic() - started
