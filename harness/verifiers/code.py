@@ -60,7 +60,7 @@ class CodeVerifier(Verifier):
     with a wall-clock backstop ``launcher.WALL_PER_CPU`` times as long for calls that sleep or block."""
 
     name = "code"
-    version = "3"  # v3: EvalPlus's per-group budgets, references timed per machine
+    version = "3"  # v3: EvalPlus's per-group budgets, CPU-time limits, references timed per machine
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
