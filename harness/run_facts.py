@@ -22,6 +22,10 @@ class CurvePoint(GivenFieldsRecord):
     """Share of the step's rollouts that passed."""
     loss: float | None = None
     """The step's training loss."""
+    kl_ref: float | None = None
+    """Mean KL of the policy to the reference model on the step's rollouts (algorithms with a reference)."""
+    clip_fraction: float | None = None
+    """Share of the step's tokens (or sequences) whose ratio the clip held (clipped algorithms)."""
 
 
 class EstimatorLink(Record):

@@ -1,7 +1,8 @@
 """``build_site``: run directories in, static leaderboard out (the engine of ``dare-leaderboard build``).
 
 load records -> table model -> one pass over each shown run's samples (shards + per-item values)
--> paired statistics per suite -> data files, page, exports, frontier pages -> atomic swap into ``out``.
+-> paired statistics per suite -> data files, page, exports, frontier and training pages -> atomic swap into
+``out``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from dare.harness.errors import InputError
 
-from . import curves, frontier_page, site
+from . import curves, frontier_page, site, training_page
 from .comparability import REFERENCE_RULE
 from .exports import row_json, speeds_by_run, write_exports
 from .frontier import build_frontiers, frontier_groups
@@ -73,7 +74,8 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
         pages = frontier_page.write_pages(stage, frontiers)
-        index_bytes += site.write_page(stage, title, pages)
+        training = training_page.write_page(stage, loaded.runs)
+        index_bytes += site.write_page(stage, title, pages, training)
         site.publish(stage, out)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

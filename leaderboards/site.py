@@ -4,6 +4,7 @@ Layout of a site::
 
     index.html                 the page (title, script tags and links to the frontier pages filled in)
     frontier/*.html            accuracy-speed frontiers per (model, suite), static SVG (frontier_page.py)
+    training/index.html        training curves per algorithm, mean and band over seeds (training_page.py)
     assets/*.js, style.css     package data from dare/leaderboards/assets, copied verbatim
     data/index.js              DARE.register("index", ...): every suite's rows and cells (no samples)
     data/runs/<run>.js         one run's full record and training curve charts (loaded on demand)
@@ -46,10 +47,12 @@ def write_data(site: Path, relative: str, kind: str, key: str, payload: Any) -> 
     return len(text.encode("utf-8"))
 
 
-def write_page(site: Path, title: str, frontiers: list[dict[str, str]] | None = None) -> int:
+def write_page(site: Path, title: str, frontiers: list[dict[str, str]] | None = None,
+               training: dict[str, str] | None = None) -> int:
     """Copy the assets and write index.html; return the page's size in bytes.
 
-    ``frontiers``: ``[{"title", "href"}]`` of the frontier pages, linked from the header.
+    ``frontiers``: ``[{"title", "href"}]`` of the frontier pages, linked from the header; ``training``:
+    ``{"title", "href"}`` of the training page, or None.
     """
     assets = resources.files("dare.leaderboards.assets")
     (site / "assets").mkdir(parents=True, exist_ok=True)
@@ -64,7 +67,10 @@ def write_page(site: Path, title: str, frontiers: list[dict[str, str]] | None = 
     nav = ('<nav id="frontiers" aria-label="accuracy-speed frontiers">Accuracy-speed frontiers: '
            f'<a href="frontier/index.html">all</a>{links}</nav>')
     page = template.replace("{{TITLE}}", escape(title)).replace("{{SCRIPTS}}", scripts)
-    page = page.replace("{{FRONTIERS}}", nav if frontiers else "")
+    if training:
+        nav = (nav if frontiers else "") + (f'<nav id="training" aria-label="training curves"><a href="'
+                                            f'{escape(training["href"])}">Training curves per algorithm</a></nav>')
+    page = page.replace("{{FRONTIERS}}", nav if frontiers or training else "")
     (site / "index.html").write_text(page, encoding="utf-8")
     (site / MARKER).write_text("built by dare-leaderboard; the whole folder is replaced on rebuild\n")
     return len(page.encode("utf-8"))

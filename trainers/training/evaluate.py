@@ -1,8 +1,8 @@
 """Automatic evaluation of a trained checkpoint through the harness runner, with the link to its training.
 
 The run record's ``model.training`` names the training run, the algorithm, the base model, the step, the
-training config and the inline ``curve`` ([{step, reward, accuracy}, ...]) that the leaderboard draws
-next to the trained model.
+training config and the inline ``curve`` ([{step, reward, accuracy, loss, kl_ref, clip_fraction}, ...]) that
+the leaderboard draws next to the trained model and on its training page.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ EVAL_MARKER = "eval_run.txt"
 
 
 def curve(rows: list[dict[str, Any]]) -> list[CurvePoint]:
-    """{step, reward, accuracy, loss} per logged step (supervised and preference rows have no rewards)."""
-    keys = ("reward", "accuracy", "loss")
+    """{step, reward, accuracy, loss, kl_ref, clip_fraction} per logged step, each where the step logged it
+    (supervised and preference rows have no rewards, unclipped algorithms no clip fraction)."""
+    keys = ("reward", "accuracy", "loss", "kl_ref", "clip_fraction")
     return [CurvePoint(step=r["step"], **{k: r[k] for k in keys if k in r}) for r in rows]
 
 
