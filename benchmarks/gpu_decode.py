@@ -1,6 +1,7 @@
 """Decoding speed of 8B-shaped dLLMs on one GPU: every registered masked-diffusion strategy (commit rules,
-KV caches, DPad under the dual cache) against the uncached reference (LLaDA-8B), the exact block cache
-(SDAR-8B), and lmdeploy / SGLang where importable and a checkpoint is given.
+KV caches, DPad under the dual cache) against the uncached reference (LLaDA-8B), every registered Dream
+strategy against ``dream:low_confidence`` (Dream-7B), the exact block cache (SDAR-8B), and lmdeploy / SGLang
+where importable and a checkpoint is given.
 
     python benchmarks/gpu_decode.py [--lengths 256 1024] [--block-length 32] [--prompt-length 128]
         [--sdar-path ~/models/SDAR-8B-Chat] [--shape 8b|small]
@@ -36,9 +37,20 @@ LLADA_8B = {"d_model": 4096, "n_heads": 32, "n_kv_heads": 32, "n_layers": 32, "m
 SDAR_8B = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
            "num_hidden_layers": 36, "intermediate_size": 12288, "vocab_size": 151936, "rope_theta": 1000000,
            "rms_norm_eps": 1e-6, "mask_token_id": 151669, "eos_token_id": 151643}
+DREAM_7B = {"hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
+            "intermediate_size": 18944, "vocab_size": 152064, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+            "mask_token_id": 151666, "eos_token_id": 151643}
 SMALL = {"llada": {"d_model": 512, "n_layers": 4, "mlp_hidden_size": 1408, "n_heads": 8, "n_kv_heads": 8},
+         "dream": {"hidden_size": 512, "num_hidden_layers": 4, "intermediate_size": 1408,
+                   "num_attention_heads": 8, "num_key_value_heads": 2},
          "sdar": {"hidden_size": 512, "num_hidden_layers": 4, "intermediate_size": 1408, "head_dim": 64,
                   "num_attention_heads": 8, "num_key_value_heads": 2}}
+
+
+FAMILY = {"llada": "mdm", "dream": "dream"}  # architecture -> the decoding family its strategies register under
+#: options for rules that bind something of the tokenizer, which random-weight models do not have: PC-Sampler
+#: runs on the uniform table (the same work per step as the declared one: one gather of V frequencies)
+NO_TOKENIZER = {"pc_sampler": {"pc_background": "none"}}
 
 
 def build(arch_name: str, config: dict, device: str, dtype=torch.bfloat16) -> LoadedModel:
@@ -74,38 +86,41 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def llada_strategies(model, cfg: DecodingConfig) -> dict:
-    """label -> run(canvas, gens): every registered masked-diffusion rule uncached (``mdm:*``, default
-    options), every registered cache with low confidence, and each column-selecting rule (DPad) under the
-    dual cache; enumerated from the registry, so a new strategy is measured without editing this file."""
+def strategies(model, cfg: DecodingConfig, family: str = "mdm") -> dict:
+    """label -> run(canvas, gens): every registered rule of ``family`` uncached (``<family>:*``, default
+    options), every registered cache that serves the family with low confidence, and each column-selecting
+    rule (DPad) under the dual cache; enumerated from the registry, so a new strategy is measured without
+    editing this file."""
     def uncached(decode, c: DecodingConfig):
         return lambda canvas, gens: decode(model, canvas, c, gens)
 
-    def cached(c: DecodingConfig, mode: str, rule: str = "mdm:low_confidence"):
+    def cached(c: DecodingConfig, mode: str, rule: str = f"{family}:low_confidence"):
         decode = cached_decoder(decoders.get(rule), mode)
         return lambda canvas, gens: decode(model, canvas, c, gens)
 
     runners, seen = {}, set()
     for name in decoders.names():
         decode = decoders.get(name)
-        if not name.startswith("mdm:") or id(decode) in seen:  # another family, or an alias
+        if not name.startswith(f"{family}:") or id(decode) in seen:  # another family, or an alias
             continue
         seen.add(id(decode))
-        rule_cfg = cfg.model_copy(update={"remasking": name.split(":", 1)[1]})
+        remasking = name.split(":", 1)[1]
+        rule_cfg = cfg.model_copy(update={"remasking": remasking, "extra": NO_TOKENIZER.get(remasking, {})})
         runners[name] = uncached(decode, rule_cfg)
         if decode.columns is not None and "dual" in caches.names():
             runners[f"dual+{name}"] = cached(rule_cfg.model_copy(update={"cache": "dual"}), "dual", name)
     for mode in caches.names():
-        runners[f"cache:{mode}"] = cached(cfg.model_copy(update={"cache": mode}), mode)
+        if family in caches.get(mode).families:
+            runners[f"cache:{mode}"] = cached(cfg.model_copy(update={"cache": mode}), mode)
     return runners
 
 
-def llada_modes(model, prompt: list[int], gen: int, block: int, batch: int = 1) -> dict:
-    """tokens/s and peak memory (MiB) of every strategy of :func:`llada_strategies` on ``batch`` copies of
-    one prompt with ``gen`` steps; ``speedup`` over ``mdm:low_confidence`` (the uncached reference)."""
+def strategy_modes(model, prompt: list[int], gen: int, block: int, batch: int = 1, family: str = "mdm") -> dict:
+    """tokens/s and peak memory (MiB) of every strategy of :func:`strategies` on ``batch`` copies of one
+    prompt with ``gen`` steps; ``speedup`` over ``<family>:low_confidence`` (the uncached reference)."""
     cfg = DecodingConfig(gen_length=gen, steps=gen, block_length=block)
     out, memory = {}, {}
-    for label, run in llada_strategies(model, cfg).items():
+    for label, run in strategies(model, cfg, family).items():
         canvas = Canvas.build([prompt] * batch, gen, model.mask_id, model.pad_id, model.device)
         gens = [torch.Generator(device=model.device).manual_seed(i) for i in range(batch)]
         if torch.cuda.is_available():
@@ -113,8 +128,9 @@ def llada_modes(model, prompt: list[int], gen: int, block: int, batch: int = 1) 
         out[label] = round(batch * gen / timed(partial(run, canvas, gens)), 2)
         if torch.cuda.is_available():
             memory[label] = round(torch.cuda.max_memory_allocated() / 2**20)
-    reference = out["mdm:low_confidence"]
-    out["speedup"] = {label: round(v / reference, 2) for label, v in out.items() if label != "mdm:low_confidence"}
+    reference = out[f"{family}:low_confidence"]
+    out["speedup"] = {label: round(v / reference, 2) for label, v in out.items()
+                      if label != f"{family}:low_confidence"}
     out["peak_mib"] = memory
     return out
 
@@ -165,13 +181,14 @@ def main() -> None:
         return
     results: dict = {"device": torch.cuda.get_device_name(), "shape": args.shape, "batch": args.batch}
     prompt = [(7 * i) % 1000 + 10 for i in range(args.prompt_length)]
-    for arch, config in (("llada", LLADA_8B), ("sdar", SDAR_8B)):
+    for arch, config in (("llada", LLADA_8B), ("dream", DREAM_7B), ("sdar", SDAR_8B)):
         config = {**config, **(SMALL[arch] if args.shape == "small" else {})}
         model = build(arch, config, "cuda")
-        if arch == "llada":
-            runner = partial(llada_modes, model, prompt, block=args.block_length, batch=args.batch)
-        else:
+        if arch == "sdar":
             runner = partial(sdar_block, model, prompt, batch=args.batch)
+        else:
+            runner = partial(strategy_modes, model, prompt, block=args.block_length, batch=args.batch,
+                             family=FAMILY[arch])
         runner(gen=args.block_length)  # warm-up: kernels, allocator
         results[f"{arch}-{args.shape}"] = {str(g): runner(gen=g) for g in args.lengths}
         print(f"{arch}: {results[f'{arch}-{args.shape}']}", flush=True)

@@ -71,18 +71,27 @@ def test_dual_cache_batch_invariance_on_cuda(frozen_llada):
         assert _agreement(torch.cat(parts), full) >= 0.97
 
 
-def test_decode_benchmark_runs_every_mode():
-    """The benchmark's modes run on CUDA (speed itself is reported by benchmarks/gpu_decode.py, not asserted)."""
+@pytest.mark.parametrize("batch", [1, 16])
+@pytest.mark.parametrize("arch", ["llada", "dream"])
+def test_decode_benchmark_runs_every_strategy(arch, batch):
+    """Every registered strategy of the family (commit rules, its own loops, caches) runs on CUDA at batch 1
+    and 16 on a moderate model of the 8B shapes' layout (speed is reported by benchmarks/gpu_decode.py, not
+    asserted); the list comes from the registry, so a new strategy is covered without editing this test."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import gpu_decode
 
-    config = {**gpu_decode.LLADA_8B, **gpu_decode.SMALL["llada"], "vocab_size": 8192, "embedding_size": 8192,
+    from dare.harness.registry import caches, decoders
+
+    full = {"llada": gpu_decode.LLADA_8B, "dream": gpu_decode.DREAM_7B}[arch]
+    config = {**full, **gpu_decode.SMALL[arch], "vocab_size": 8192, "embedding_size": 8192,
               "mask_token_id": 8191, "eos_token_id": 8190}
-    model = gpu_decode.build("llada", config, "cuda")
-    result = gpu_decode.llada_modes(model, list(range(10, 266)), 64, 32, batch=4)
-    print("moderate LLaDA, gen 64, batch 4:", result)
-    expected = {"mdm:low_confidence", "mdm:pc_sampler", "mdm:klass", "mdm:dpad", "dual+mdm:dpad", "cache:prefix",
-                "cache:dual", "cache:dkv"}
+    model = gpu_decode.build(arch, config, "cuda")
+    family = gpu_decode.FAMILY[arch]
+    result = gpu_decode.strategy_modes(model, list(range(10, 266)), 64, 32, batch=batch, family=family)
+    print(f"moderate {arch}, gen 64, batch {batch}:", result)
+    expected = {name for name in decoders.names() if name.startswith(f"{family}:")
+                and decoders.get(name).name == name}
+    expected |= {f"cache:{mode}" for mode in caches.names() if family in caches.get(mode).families}
     assert expected <= set(result["peak_mib"])  # every strategy ran and its peak memory was read
     assert all(result[label] > 0 for label in expected)
 
