@@ -13,6 +13,7 @@ _DECODERS = {
     "llada": ("mdm:low_confidence", "mdm:random"),
     "pc_sampler": ("mdm:pc_sampler",),
     "klass": ("mdm:klass",),
+    "dream_klass": ("dream:klass",),
     "dpad": ("mdm:dpad",),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
