@@ -15,6 +15,7 @@ _DECODERS = {
     "klass": ("mdm:klass",),
     "dream_klass": ("dream:klass",),
     "dpad": ("mdm:dpad",),
+    "dkv_greedy": ("mdm:dkv_greedy",),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
