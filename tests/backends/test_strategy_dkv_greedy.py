@@ -17,6 +17,8 @@ on two); at gen 32 on these prompts they move none. The test below checks which.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,10 @@ def test_run_record_and_cache_key_carry_the_options(tmp_path):
      "cache")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
     assert_dry_run_refused(args, message)
+
+
+def test_listed_by_dare_eval():
+    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--list"], capture_output=True, text=True,
+                          timeout=120)
+    listed = next(line for line in done.stdout.splitlines() if line.startswith("decoders ("))
+    assert done.returncode == 0 and {"mdm:dkv_greedy", "dream:klass"} <= set(listed.split(": ", 1)[1].split(", "))
