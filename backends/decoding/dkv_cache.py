@@ -126,12 +126,14 @@ class DkvForward:
         self.step += 1
         if first or not self.prefill:
             self.decoded_last = self._decoded(x, first)
-        net = self.model.net
         if step == 0 or (not self.prefill and (step <= self.warmup or step % self.refresh == 0)):
-            logits = net(x, self.canvas.positions, self.key_mask, self.cache.plan(None, None),
-                         logits_range=(self.lo, self.lo + self.k))
-            return logits, 1
+            return self._full(x), 1
         return self._cached(x, ~stale), 1
+
+    def _full(self, x: torch.Tensor) -> torch.Tensor:
+        """A full pass over the canvas that stores every column's key/value -> block logits (B, K, V)."""
+        return self.model.net(x, self.canvas.positions, self.key_mask, self.cache.plan(None, None),
+                              logits_range=(self.lo, self.lo + self.k))
 
     def _cached(self, x: torch.Tensor, fresh: torch.Tensor) -> torch.Tensor:
         """A pass over the columns outside D_{s-2} (``fresh`` (B, L)) -> block logits (B, K, V)."""

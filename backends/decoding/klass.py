@@ -30,6 +30,11 @@ from .spec import decoder
 EPS = 1e-12  # the reference's smoothing inside both logarithms
 
 
+def kl_to_previous(probs: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
+    """KL(p_t || p_{t-1}) per position, the reference's smoothed form: probs, prev (B, N, V) float64 -> (B, N)."""
+    return (probs * ((probs + EPS).log() - (prev + EPS).log())).sum(-1)
+
+
 class KlassOptions(DecoderOptions):
     """KLASS: commit positions whose confidence exceeds ``klass_conf_threshold`` and whose last
     ``klass_history`` KL divergences stay below ``klass_kl_threshold`` (the authors' defaults)."""
@@ -64,7 +69,7 @@ class _Klass:
         x0 = block.argmax(-1)
         conf = block.gather(-1, x0[..., None])[..., 0]
         prev = self._previous(probs, k)
-        self.kls.append((block * ((block + EPS).log() - (prev + EPS).log())).sum(-1))
+        self.kls.append(kl_to_previous(block, prev))
         if self.prev is not None and self.prev_lo == self.lo:  # a row whose block is full ran no forward of its own
             probs = torch.where(masked.any(-1)[:, None, None], probs, self.prev)
         self.prev, self.prev_lo = probs, self.lo

@@ -61,6 +61,19 @@ def dream():
     return TorchEngine(context).model
 
 
+def count_passes(monkeypatch, net, width: int) -> dict[str, int]:
+    """Count ``net``'s calls (until ``monkeypatch.undo()``) as full (canvas ``width`` wide) or cached passes."""
+    passes = {"full": 0, "cached": 0}
+    forward = net.forward
+
+    def counted(ids, *args, **kwargs):
+        passes["cached" if ids.shape[1] < width else "full"] += 1
+        return forward(ids, *args, **kwargs)
+
+    monkeypatch.setattr(net, "forward", counted)
+    return passes
+
+
 def _cases(refresh):
     return [c for c in OFFICIAL["cases"] if c["cache_reloading_step"] == refresh]
 
@@ -82,14 +95,7 @@ def _decode(model, cases, rule="low_confidence", cache="dkv", family="mdm", **fi
 def test_tokens_and_nfe_equal_the_authors_code_batched(llada, refresh, monkeypatch):
     cases = _cases(refresh)
     width = len(max((c["prompt_ids"] for c in cases), key=len)) + cases[0]["gen_length"]
-    passes = {"full": 0, "cached": 0}
-    forward = llada.net.forward
-
-    def counted(ids, *args, **kwargs):
-        passes["cached" if ids.shape[1] < width else "full"] += 1
-        return forward(ids, *args, **kwargs)
-
-    monkeypatch.setattr(llada.net, "forward", counted)
+    passes = count_passes(monkeypatch, llada.net, width)
     ours = _decode(llada, cases, extra={"dkv_refresh": refresh})
     monkeypatch.undo()
     assert ours.tokens.tolist() == [c["tokens"] for c in cases]
@@ -109,14 +115,7 @@ def test_dream_tokens_and_nfe_equal_the_authors_code_batched(dream, setting, mon
     cases = [c for c in DREAM["cases"] if (c["alg"], c["steps"], c["cache_steps"], c["cache_type"]) == setting]
     extra = {"dkv_refresh": refresh} if kind == "decoded" else {"dkv_variant": "prefill"}
     width = len(max(DREAM["prompt_ids"], key=len)) + cases[0]["gen_length"]
-    passes = {"full": 0, "cached": 0}
-    forward = dream.net.forward
-
-    def counted(ids, *args, **kwargs):
-        passes["cached" if ids.shape[1] < width else "full"] += 1
-        return forward(ids, *args, **kwargs)
-
-    monkeypatch.setattr(dream.net, "forward", counted)
+    passes = count_passes(monkeypatch, dream.net, width)
     ours = _decode(dream, cases, alg, family="dream", extra=extra)
     monkeypatch.undo()
     assert ours.tokens.tolist() == [c["tokens"] for c in cases]
