@@ -15,6 +15,7 @@ _DECODERS = {
     "klass": ("mdm:klass",),
     "dpad": ("mdm:dpad",),
     "remix": ("mdm:remix",),
+    "info_gain": ("mdm:info_gain", "dream:info_gain"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
