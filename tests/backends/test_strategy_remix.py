@@ -112,6 +112,18 @@ def test_options_reads_and_record_key(tmp_path):
     assert runs[0.5].generation_key() != runs[0.7].generation_key()
 
 
+def test_the_frontier_sets_no_steps_for_remix():
+    """benchmarks/decode_frontier.py passes each strategy only the common settings its decoder reads."""
+    import argparse
+    import runpy
+
+    frontier = runpy.run_path(str(Path(__file__).resolve().parents[2] / "benchmarks" / "decode_frontier.py"))
+    args = argparse.Namespace(gen_length=160, block_length=32, batch=4)
+    assert frontier["common_settings"]("tiny-llada-long", ["remasking=remix"], args) == [
+        "gen_length=160", "block_length=32", "batch_size=4"]
+    assert "steps=160" in frontier["common_settings"]("tiny-llada-long", ["remasking=low_confidence"], args)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--model", "tiny-dream", "--set", "remasking=remix"], "not available for dream"),
     (["--model", "tiny-llada", "--set", "remasking=remix", "--set", "extra={remix_bta: 0.3}"],
