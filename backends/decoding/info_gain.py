@@ -5,8 +5,9 @@ Reference implementation yks23/dllm (commit 4cf34a50531fd1755417e1476bcf47ae5683
 ``llada/sampler.py`` and ``dream/sampler.py`` (``_info_gain_select``, ``sample`` with ``use_cache=None``,
 ``_bypass``). The authors' README: Info-Gain is active only without a KV cache, so no cache is offered here.
 
-Each step commits k positions (k from the reference's linear schedule, :func:`transfer_schedule`, over
-ceil(steps / blocks) steps per block; Dream's uncached sampler has no blocks: the whole canvas is one block):
+Each step commits k positions (k from the reference's linear schedule, :func:`.info_gain_core.transfer_schedule`,
+over ceil(steps / blocks) steps per block). Dream's uncached reference sampler has no blocks: block_length =
+gen_length reproduces it; shorter blocks run the LLaDA sampler's block loop with Dream's proposals.
 
 1. Bypass: when ``info_gain_threshold`` is set and some masked position of the block has top-1 probability
    >= it, commit up to k of those (most probable first), no look-ahead.
@@ -34,6 +35,10 @@ batch-1 output, and on a CPU its seeded draws equal the reference's under ``torc
 at EOS/PAD, and the winner's look-ahead logits feed the next step unlowered (LLaDA lowers them). False lowers
 them on Dream too. As in the reference, a bypass that commits fewer than k tokens leaves its block with masks
 the schedule may not fill (only when k > 1); those masks stay in the output.
+
+Defaults: N 8, position temperature 0.2 and bypass threshold 0.8, from the authors' run configs
+(yks23/Information-Gain-Sampler@0ae2da8 configs/base.yaml, gsm8k_info_gain.yaml; the sampler dataclasses say
+0.1 and no bypass). The decoder has its own forward, so the Fast-dLLM engine refuses it under a cache.
 
 NFE: one per model call (a look-ahead is one call over N sequences); the reference has no counter.
 """
@@ -81,16 +86,20 @@ def _decode(model, canvas, cfg, opts: InfoGainOptions, gens, proposals, block: i
                         torch.tensor(nfe, device=canvas.tokens.device))
 
 
+def _steps_per_block(cfg) -> int:
+    return math.ceil(cfg.steps / (cfg.gen_length // cfg.block_length))  # the reference's ceil(steps / blocks)
+
+
 @decoder("mdm:info_gain", reads=COMMON - {"top_p", "top_k"}, options=InfoGainOptions, nfe=NFE)
 def decode_info_gain_llada(model, canvas, cfg, opts: InfoGainOptions, gens, rule=None) -> DecodeResult:
     """LLaDA: semi-autoregressive blocks, ceil(steps / blocks) steps each (the reference's LLaDA sampler)."""
-    proposals = LladaProposals(cfg.temperature)
-    steps = math.ceil(cfg.steps / (cfg.gen_length // cfg.block_length))
-    return _decode(model, canvas, cfg, opts, gens, proposals, cfg.block_length, steps)
+    return _decode(model, canvas, cfg, opts, gens, LladaProposals(cfg.temperature), cfg.block_length,
+                   _steps_per_block(cfg))
 
 
-@decoder("dream:info_gain", reads=COMMON - {"block_length"}, options=InfoGainOptions, nfe=NFE)
+@decoder("dream:info_gain", reads=COMMON, options=InfoGainOptions, nfe=NFE)
 def decode_info_gain_dream(model, canvas, cfg, opts: InfoGainOptions, gens, rule=None) -> DecodeResult:
-    """Dream: the whole canvas is one block of ``steps`` steps (the reference's uncached Dream sampler)."""
+    """Dream: the reference's uncached Dream sampler is one block (block_length = gen_length); shorter blocks
+    run the LLaDA sampler's block loop with Dream's proposals."""
     proposals = DreamProposals(cfg.temperature, cfg.top_p, cfg.top_k, opts.info_gain_official_quirk)
-    return _decode(model, canvas, cfg, opts, gens, proposals, cfg.gen_length, cfg.steps)
+    return _decode(model, canvas, cfg, opts, gens, proposals, cfg.block_length, _steps_per_block(cfg))

@@ -148,7 +148,7 @@ def test_options_reads_and_record_key(tmp_path):
     assert (defaults["info_gain_candidates"], defaults["info_gain_position_temperature"]) == (8, 0.2)
     assert defaults["info_gain_threshold"] == 0.8 and defaults["info_gain_variant"] == "info_gain"
     assert {"top_p", "top_k", "threshold", "cfg_scale"}.isdisjoint(llada_spec.reads)
-    assert "block_length" not in dream_spec.reads and {"top_p", "top_k"} <= dream_spec.reads
+    assert {"top_p", "top_k", "block_length"} <= dream_spec.reads
     base = ["remasking=info_gain", "gen_length=16", "steps=16", "block_length=16"]
     runs = {n: plan("tiny-llada", "sudoku", overrides=[*base, f"extra={{info_gain_candidates: {n}}}"], limit=1,
                     out=tmp_path) for n in (4, 8)}
