@@ -86,6 +86,7 @@ class LladaProposals:
         return x0, conf.masked_fill(~block_masks, torch.finfo(torch.float32).min)
 
     def fill(self, logits, block_masks, row) -> torch.Tensor:
+        """The tokens (G,) a block's last step writes at its masks."""
         return self._argmax(logits, row)
 
 
@@ -98,6 +99,7 @@ class DreamProposals:
         self.lower_lookahead = not quirk
 
     def _filtered(self, logits: torch.Tensor):
+        """logits (n, V) -> (confidence (n,), token (n,)): the max of the tempered, filtered softmax."""
         if self.temperature > 0:
             logits = logits / self.temperature
         lowest = torch.finfo(logits.dtype).min
@@ -113,6 +115,8 @@ class DreamProposals:
         return logits.softmax(-1).max(-1)
 
     def propose(self, logits, block_masks, row, base=None):
+        """logits (G, V) -> x0 (G,), conf (G,) (the dtype's min outside the block's masks); with ``base`` (a
+        resampled candidate) the confidences are perturbed at temperature > 0."""
         conf, x0 = self._filtered(logits[block_masks])
         if base is not None and self.temperature > 0:
             u = torch.rand(conf.shape, generator=row.generator, dtype=conf.dtype, device=row.generator.device)
@@ -123,6 +127,7 @@ class DreamProposals:
         return tokens.masked_scatter(block_masks, x0), full.masked_scatter(block_masks, conf)
 
     def fill(self, logits, block_masks, row) -> torch.Tensor:
+        """The tokens (G,) a block's last step writes at its masks."""
         return self.propose(logits, block_masks, row)[0]
 
 

@@ -123,6 +123,16 @@ def test_the_dream_quirk_leaves_the_look_ahead_unlowered(dream):
     assert gap[:, :dream.eos_id].abs().max() == 0
 
 
+def test_dream_runs_shorter_blocks_in_order(dream):
+    """block_length < gen_length (beyond the reference's uncached Dream sampler): each block fills before the next."""
+    setting = {"threshold": None, **_settings(DREAM)[1], "block_size": 16}
+    prompts = [c["prompt_ids"] for c in _cases(DREAM, _settings(DREAM)[1])]
+    ours = _decode(dream, "dream:info_gain", setting, prompts)
+    assert (ours.tokens != dream.mask_id).all() and ours.block.max() == 1
+    first, second = ours.commit_step[:, :16], ours.commit_step[:, 16:]
+    assert (first.max(-1).values < second.min(-1).values).all()
+
+
 def test_the_schedule_is_the_references():
     from dare.backends.decoding.info_gain_core import transfer_schedule
 
