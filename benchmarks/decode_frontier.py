@@ -22,6 +22,7 @@ median tokens/s; the JSON lists every repeat's tokens/s. Tokens and NFE do not c
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import shutil
@@ -57,9 +58,28 @@ def strategies(family: str) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
+@functools.cache
+def decoding_family(model: str) -> str:
+    """The model's decoding family (``mdm``, ``dream``, ``block``), read from its config without weights."""
+    from dare.backends.engines.torch import TorchEngine
+    from dare.harness import config
+    from dare.harness.engine import EngineContext
+
+    return TorchEngine(EngineContext(model_name=model, model_spec=config.model(model))).arch.decoding_family
+
+
+def common_settings(model: str, sets: list[str], args) -> list[str]:
+    """gen_length, steps (one token per step), block_length and batch_size, less what the strategy's decoder does
+    not read (the resolver refuses a set field a decoder ignores; ReMix runs each block until full: no steps)."""
+    remasking = next(s.split("=", 1)[1] for s in sets if s.startswith("remasking="))
+    reads = decoders.get(f"{decoding_family(model)}:{remasking}").reads | {"batch_size"}
+    common = {"gen_length": args.gen_length, "steps": args.gen_length, "block_length": args.block_length,
+              "batch_size": args.batch}
+    return [f"{name}={value}" for name, value in common.items() if name in reads]
+
+
 def run_one(model: str, suite: str, engine: str, sets: list[str], args, out: str | None = None) -> dict:
-    common = [f"gen_length={args.gen_length}", f"steps={args.gen_length}", f"block_length={args.block_length}",
-              f"batch_size={args.batch}"]
+    common = common_settings(model, sets, args)
     # a fresh generation cache per run: every strategy is timed generating, never replayed from a cache
     with tempfile.TemporaryDirectory(prefix="frontier-cache-") as cache:
         p = plan(EvalRequest(model=model, suite=suite, engine=engine, overrides=(*common, *sets), limit=args.limit,
@@ -121,11 +141,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
     load_plugins()
-    from dare.backends.engines.torch import TorchEngine
-    from dare.harness import config
-    from dare.harness.engine import EngineContext
-
-    family = TorchEngine(EngineContext(model_name=args.model, model_spec=config.model(args.model))).arch.decoding_family
+    family = decoding_family(args.model)
     chosen = {k: v for k, v in strategies(family).items() if not args.only or k in args.only}
     results = repeated(chosen, args) if args.repeat > 1 else {}
     for label, (engine, sets) in chosen.items():

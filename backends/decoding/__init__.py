@@ -16,6 +16,8 @@ _DECODERS = {
     "dream_klass": ("dream:klass",),
     "dpad": ("mdm:dpad",),
     "dkv_greedy": ("mdm:dkv_greedy",),
+    "remix": ("mdm:remix",),
+    "info_gain": ("mdm:info_gain", "dream:info_gain"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",

@@ -136,7 +136,8 @@ class TorchEngine(EngineBase):
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
         """Check decoder, step schedule, chat template and tokenizer before any generation."""
         spec = self._spec(decoding)
-        steps_per_block(decoding)
+        if "steps" in spec.reads:  # a decoder that runs each block until full has no step schedule to check
+            steps_per_block(decoding)
         if decoding.cfg_scale > 0 and not spec.supports_cfg:
             raise ConfigError(f"cfg_scale={decoding.cfg_scale}: classifier-free guidance is only implemented for "
                               f"masked-diffusion decoders, not {self.arch.name}; use cfg_scale=0")

@@ -1,7 +1,9 @@
 """One pre-norm decoder stack that every supported dLLM instantiates with its own :class:`ModelArgs`.
 
 The interface decoders talk to is :meth:`DiffusionTransformer.forward`:
-``forward(input_ids (B, L), positions (B, L), mask (B, 1, L, K) bool | None, cache | None) -> logits (B, L, V)``.
+``forward(input_ids (B, L), positions (B, L), mask (B, 1, L, K) bool | None, cache | None) -> logits (B, L, V)``;
+``inputs_embeds`` (B, L, H) in place of ``input_ids`` feeds vectors that are not rows of the embedding (ReMix's
+soft inputs).
 ``mask`` True means "may attend"; ``None`` is full bidirectional attention. With a cache, K is the
 cache length plus L and the cache decides whether the new keys are stored (see :mod:`.cache`).
 Logits are returned as the network computes them; the Dream one-position shift is the decoder's job
@@ -95,12 +97,14 @@ class DiffusionTransformer(nn.Module):
             for layer, kernel in zip(self.layers, previous):
                 layer.attn.kernel = kernel
 
-    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
-                      cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
+    def hidden_states(self, input_ids: torch.Tensor | None, positions: torch.Tensor, mask: torch.Tensor | None = None,
+                      cache=None, logits_range: tuple[int, int] | None = None,
+                      inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids/positions (B, L) -> final normed hidden states (B, L, H); with ``logits_range`` (lo, hi)
-        only query positions lo..hi-1 (B, hi - lo, H). Trainers apply the LM head themselves, in chunks."""
+        only query positions lo..hi-1 (B, hi - lo, H); ``inputs_embeds`` (B, L, H) replaces the embedding
+        lookup (then ``input_ids`` is None). Trainers apply the LM head themselves, in chunks."""
         cos, sin = rotary_cos_sin(positions, self.args.rotary_dim, self.args.rope_theta)
-        h = self.embed(input_ids)
+        h = self.embed(input_ids) if inputs_embeds is None else inputs_embeds
         for layer in self.layers:
             h = layer(h, cos, sin, mask, cache)
         if cache is not None:
@@ -109,11 +113,13 @@ class DiffusionTransformer(nn.Module):
             h = h[:, logits_range[0]:logits_range[1]]
         return self.norm(h)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor | None = None,
-                cache=None, logits_range: tuple[int, int] | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor | None, positions: torch.Tensor, mask: torch.Tensor | None = None,
+                cache=None, logits_range: tuple[int, int] | None = None,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         """input_ids/positions (B, L) -> logits (B, L, V) in the parameters' dtype; with ``logits_range``
-        (lo, hi) only the logits of query positions lo..hi-1 are computed (B, hi - lo, V)."""
-        return self.lm_head(self.hidden_states(input_ids, positions, mask, cache, logits_range))
+        (lo, hi) only the logits of query positions lo..hi-1 are computed (B, hi - lo, V); ``inputs_embeds``
+        (B, L, H) in place of ``input_ids`` (None) skips the embedding lookup."""
+        return self.lm_head(self.hidden_states(input_ids, positions, mask, cache, logits_range, inputs_embeds))
 
     def init_random(self, generator: torch.Generator, std: float = 0.02) -> None:
         """Random N(0, std) weights, unit norms, small expert biases: for tiny test checkpoints."""

@@ -65,7 +65,7 @@ def _spec_modules(spec) -> set[str]:
 def test_every_registered_decoder_is_a_declared_spec(name):
     spec = decoders.get(name)
     assert isinstance(spec, DecoderSpec) and spec.name == name
-    assert spec.reads <= set(DecodingConfig.model_fields) and {"gen_length", "steps", "remasking"} <= spec.reads
+    assert spec.reads <= set(DecodingConfig.model_fields) and {"gen_length", "remasking"} <= spec.reads
     assert set(spec.rules) <= spec.reads and spec.nfe
     assert issubclass(spec.Options, Options) and spec.Options()  # every option has its default, in the model
     assert spec.supports_cfg == ("cfg_scale" in spec.reads)
