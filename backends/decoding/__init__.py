@@ -14,6 +14,8 @@ _DECODERS = {
     "pc_sampler": ("mdm:pc_sampler",),
     "klass": ("mdm:klass",),
     "dpad": ("mdm:dpad",),
+    "dinfer": ("mdm:dinfer_threshold", "mdm:dinfer_credit", "mdm:dinfer_hierarchy", "dream:dinfer_threshold",
+               "dream:dinfer_credit", "dream:dinfer_hierarchy"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
