@@ -46,7 +46,16 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from .common import COMMON, Canvas, DecodeResult, LoopOptions, sample, top_count
+from .common import (
+    COMMON,
+    THRESHOLD_DINFER,
+    THRESHOLD_HIERARCHY,
+    Canvas,
+    DecodeResult,
+    LoopOptions,
+    sample,
+    top_count,
+)
 from .dinfer_rules import CreditMemory, hierarchy_commit, threshold_commit
 from .mdm import CPU_TOKENS_PER_FORWARD
 from .spec import decoder
@@ -193,10 +202,7 @@ def _tau(cfg, opts: DinferOptions) -> float:
 READS = COMMON | {"threshold"}
 NFE = ("one per forward of the canvas; a block ends when full. nfe_official: dInfer's count, which adds the "
        "forwards an unrolled round runs after its block filled")
-THRESHOLD = ("commit every masked position whose proposal is not the mask token with confidence >= min(threshold, "
-             "top confidence - 1e-5) (dInfer; default extra.dinfer_threshold)")
-HIERARCHY = ("commit in each run of adjacent masked positions its most confident if above extra.dinfer_low_threshold, "
-             "every masked position with confidence > threshold, and the most confident (dInfer hierarchy)")
+
 
 
 def dinfer_threshold(logits, masked, rows, keys, memory, gens, cfg, opts: DinferThresholdOptions, model):
@@ -221,8 +227,8 @@ def dinfer_hierarchy(logits, masked, rows, keys, memory, gens, cfg, opts: Dinfer
 
 
 for _family in ("mdm", "dream"):
-    for _rule, _options, _text in ((dinfer_threshold, DinferThresholdOptions, THRESHOLD),
-                                   (dinfer_credit, DinferCreditOptions, THRESHOLD),
-                                   (dinfer_hierarchy, DinferHierarchyOptions, HIERARCHY)):
+    for _rule, _options, _text in ((dinfer_threshold, DinferThresholdOptions, THRESHOLD_DINFER),
+                                   (dinfer_credit, DinferCreditOptions, THRESHOLD_DINFER),
+                                   (dinfer_hierarchy, DinferHierarchyOptions, THRESHOLD_HIERARCHY)):
         decoder(f"{_family}:{_rule.__name__}", loop=decode_dinfer, reads=READS, options=_options,
                 rules={"threshold": _text}, nfe=NFE)(_rule)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -186,3 +188,78 @@ def test_distinctive_steps_change_the_tokens(llada):
         assert tokens != threshold and tokens != plain
     unaligned = _decode(llada, "mdm", "dinfer_threshold", cases, {"dinfer_align_first_block": False}, 0.9)
     assert unaligned.tokens.tolist() != threshold
+
+
+def test_early_stop_quirk_sees_eos_in_the_prompt_tail(llada):
+    """The first aligned block holds the prompt's last tokens; with the authors' quirk an EOS there ends the row after
+    that block, without it only generated EOS tokens do."""
+    prompt = list(OFFICIAL["llada_prompt_ids"][1])
+    prompt[-2] = llada.eos_id  # inside the first block of 32 (the prompt's last 61 % 32 = 29 tokens)
+    case = [{"prompt_ids": prompt, "gen_length": 64, "block_length": 32}]
+    quirk = _decode(llada, "mdm", "dinfer_threshold", case, {}, 0.9)
+    plain = _decode(llada, "mdm", "dinfer_threshold", case, {"dinfer_official_quirk": False}, 0.9)
+    first = 32 - len(prompt) % 32
+    assert quirk.tokens[0, first:].eq(llada.eos_id).all() and quirk.commit_step[0, first:].eq(-1).all()
+    assert plain.commit_step[0, first:].ge(0).any() and plain.nfe.item() > quirk.nfe.item()
+
+
+def test_sampled_rows_do_not_depend_on_their_neighbours(llada):
+    cases = [dict(c, prompt_ids=p) for c, p in zip([{"gen_length": 32, "block_length": 16}] * 3,
+                                                  OFFICIAL["llada_prompt_ids"])]
+
+    def run(rows):
+        picked = [cases[r] for r in rows]
+        return _decode(llada, "mdm", "dinfer_credit", picked, {}, 0.7, temperature=0.8, seeds=rows).tokens.tolist()
+
+    batch, alone, swapped = run([0, 1, 2]), run([1]), run([2, 1])
+    assert batch[1] == alone[0] == swapped[1] and batch[2] == swapped[0]
+
+
+def test_options_reads_and_families():
+    threshold, credit, hierarchy = (decoders.get(f"mdm:dinfer_{k}") for k in ("threshold", "credit", "hierarchy"))
+    assert credit.Options().identity() == {
+        "record_trajectory": False, "dinfer_threshold": 0.9, "dinfer_align_first_block": True,
+        "dinfer_expected_tpf": 8, "dinfer_max_unroll": 4, "dinfer_official_quirk": True, "dinfer_float64": False,
+        "dinfer_credit_alpha": 0.7, "dinfer_boost_gamma": 0.2, "dinfer_decay_beta": 0.8}
+    assert hierarchy.Options().identity()["dinfer_low_threshold"] == 0.4
+    assert "dinfer_float64" not in hierarchy.Options.model_fields
+    for spec in (threshold, credit, hierarchy):
+        assert "threshold" in spec.reads and {"cfg_scale", "factor", "cache"}.isdisjoint(spec.reads)
+        assert "dInfer" in spec.rules["threshold"] and not spec.cacheable
+        assert f"dream:{spec.remasking}" in decoders and f"block:{spec.remasking}" not in decoders
+
+
+def test_recorded_keyed_and_run_by_the_engine(tmp_path):
+    """Each option is in the generation key; a run through dare.plan / dare.evaluate on the shipped tiny-llada
+    records the decoder, its options and rule, and both NFE counts, and solves Sudoku with the defaults."""
+    from dare.harness.plan import evaluate, plan
+
+    base = ["remasking=dinfer_credit", "gen_length=32", "steps=32", "block_length=32"]
+    plans = {extra: plan("tiny-llada", "sudoku", overrides=[*base, f"extra={{{extra}}}"], limit=2, out=tmp_path)
+             for extra in ("", "dinfer_decay_beta: 0.5", "dinfer_max_unroll: 2", "dinfer_official_quirk: false")}
+    assert len({p.generation_key() for p in plans.values()}) == len(plans)
+    run = plans[""]
+    evaluate(run)
+    record = json.loads((run.run_dir / "run.json").read_text())
+    decoder = record["decoder"]
+    assert decoder["name"] == "mdm:dinfer_credit" and decoder["options"]["dinfer_credit_alpha"] == 0.7
+    assert "dInfer" in record["decoder"]["rules"]["threshold"]
+    assert record["metrics"]["sudoku"]["accuracy"]["value"] > 0
+    rows = [json.loads(line) for line in (run.run_dir / "samples.jsonl").read_text().splitlines() if line.strip()]
+    assert all(0 < r["nfe"] <= r["nfe_official"] for r in rows)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model", "tiny-sdar", "--set", "remasking=dinfer_threshold"], "not available for"),
+    (["--model", "tiny-llada", "--set", "remasking=dinfer_credit", "--set", "extra={dinfer_credit_alpa: 1}"],
+     "did you mean 'dinfer_credit_alpha'"),
+    (["--model", "tiny-llada", "--set", "remasking=dinfer_hierarchy", "--set", "extra={dinfer_float64: true}"],
+     "dinfer_float64"),
+    (["--model", "tiny-llada", "--set", "remasking=dinfer_threshold", "--set", "cfg_scale=1.0"], "cfg_scale"),
+    (["--model", "tiny-llada", "--engine", "fastdllm", "--set", "remasking=dinfer_threshold", "--set", "cache=dual"],
+     "cache")])
+def test_bad_combinations_are_one_line_rc_2(args, message):
+    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
