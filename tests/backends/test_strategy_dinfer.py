@@ -13,6 +13,7 @@ on Sudoku prompts 0-2 (1 and 2 cut short, so each row's blocks are aligned diffe
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import subprocess
 import sys
@@ -201,6 +202,36 @@ def test_early_stop_quirk_sees_eos_in_the_prompt_tail(llada):
     first = 32 - len(prompt) % 32
     assert quirk.tokens[0, first:].eq(llada.eos_id).all() and quirk.commit_step[0, first:].eq(-1).all()
     assert plain.commit_step[0, first:].ge(0).any() and plain.nfe.item() > quirk.nfe.item()
+
+
+class _MaskFirst(torch.nn.Module):
+    """An output head whose mask-token logit beats every other."""
+
+    def __init__(self, head, mask_id):
+        super().__init__()
+        self.head, self.mask_id = head, mask_id
+
+    def forward(self, hidden):
+        logits = self.head(hidden).clone()
+        logits[..., self.mask_id] += 1e4
+        return logits
+
+
+@pytest.mark.timeout(120)  # without the fallback the loop would never end, as theirs
+@pytest.mark.parametrize("remasking", ["dinfer_threshold", "dinfer_hierarchy"])
+def test_a_model_that_proposes_only_the_mask_still_finishes(llada, remasking):
+    """Where every proposal is the mask token their loop repeats one forward forever; here the row commits its most
+    probable other token, one per forward."""
+    stuck = copy.copy(llada)  # the loop reads the network's hidden states and its head
+    stuck.net = types.SimpleNamespace(hidden_states=llada.net.hidden_states,
+                                      lm_head=_MaskFirst(llada.net.lm_head, llada.mask_id))
+    case = [{"prompt_ids": OFFICIAL["llada_prompt_ids"][0], "gen_length": 32, "block_length": 32}]
+    result = _decode(stuck, "mdm", remasking, case, {"dinfer_align_first_block": False}, 0.9)
+    plain = _decode(llada, "mdm", "low_confidence", case, {}, None)  # the same model without the mask's boost
+    assert llada.mask_id not in result.tokens.tolist()[0]
+    written = result.commit_step[0][result.commit_step[0] >= 0]
+    assert sorted(written.tolist()) == list(range(len(written)))  # one token per forward
+    assert result.tokens[0, :len(written)].tolist() == plain.tokens[0, :len(written)].tolist()
 
 
 def test_sampled_rows_do_not_depend_on_their_neighbours(llada):
