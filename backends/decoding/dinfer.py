@@ -145,6 +145,17 @@ def _unstick(commit, x0, logits, masked, mask_id):
     return commit, x0
 
 
+def _early_stop(x: torch.Tensor, rows: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, end: int, eos: int):
+    """Rows (R,) whose finished block, canvas columns [lo, hi) (R,), holds EOS: every column from hi to ``end``
+    becomes EOS in ``x`` (B, L). Returns which rows stopped (R,)."""
+    columns = torch.arange(x.shape[1], device=x.device)
+    span = (columns >= lo[:, None]) & (columns < hi[:, None])
+    stop = ((x[rows] == eos) & span).any(-1)
+    after = (columns >= hi[:, None]) & (columns < end) & stop[:, None]
+    x[rows] = x[rows].masked_fill(after, eos)
+    return stop
+
+
 def decode_dinfer(model, canvas: Canvas, cfg, opts: DinferOptions, gens: list[torch.Generator], rule) -> DecodeResult:
     """Run dInfer's block loop with ``rule(logits (R,K,V), masked (R,K), rows (R,), blocks (R,), memory, gens, cfg,
     opts, model) -> (commit (R,K), x0 (R,K))`` on the rows that still decode, each in its own block."""
@@ -156,7 +167,7 @@ def decode_dinfer(model, canvas: Canvas, cfg, opts: DinferOptions, gens: list[to
     nfe, skipped = torch.zeros_like(block), torch.zeros_like(block)
     live = torch.ones(batch, dtype=torch.bool, device=device)
     commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=device)
-    offsets, columns = torch.arange(k, device=device), torch.arange(x.shape[1], device=device)
+    offsets = torch.arange(k, device=device)
     memory = CreditMemory(batch)
     while live.any():
         rows = live.nonzero()[:, 0]
@@ -177,14 +188,11 @@ def decode_dinfer(model, canvas: Canvas, cfg, opts: DinferOptions, gens: list[to
         nfe[rows] += 1
         left[rows] -= 1
         full = ~((x[rows[:, None], cols] == model.mask_id) & inside).any(-1)
-        done, lo, hi, first = rows[full], lo[full], hi[full], block[rows[full]] == 0
+        done = rows[full]
         skipped[done] += left[done]  # their round still runs these forwards; they commit nothing
         left[done] = 0
-        seen_from = lo - blocks.lead[done] * first if opts.dinfer_official_quirk else lo  # the prompt tail too
-        span = (columns >= start + seen_from[:, None]) & (columns < start + hi[:, None])
-        stop = ((x[done] == model.eos_id) & span).any(-1)
-        after = (columns >= start + hi[:, None]) & stop[:, None]
-        x[done] = x[done].masked_fill(after, model.eos_id)
+        lead = blocks.lead[done] * (block[done] == 0) if opts.dinfer_official_quirk else 0  # the prompt tail too
+        stop = _early_stop(x, done, start + lo[full] - lead, start + hi[full], start + gen, model.eos_id)
         block[done] += 1
         live[done] = ~stop & (block[done] < blocks.count[done])
     return DecodeResult(x[:, canvas.gen_slice], commit_step, blocks.ids(), nfe, nfe + skipped)
