@@ -1,6 +1,6 @@
 """dInfer's parallel decoders and block loop: threshold, credit-boosted threshold and hierarchy.
 
-After Ma et al., "dInfer: An Efficient Inference Framework for Diffusion Language Models"; reference
+After Ma et al., "dInfer: An Efficient Inference Framework for Diffusion Language Models" (arXiv 2510.08666); reference
 implementation inclusionAI/dInfer@fce4e32 (python/dinfer/decoding/parallel_strategy.py for the rules,
 generate_uniform.py ``BlockWiseDiffusionLLM`` / ``BlockRunner.decode`` / ``BaseDiffusionIteration`` for the
 loop, utils.py ``BlockIterator``). The rules live in :mod:`.dinfer_rules`; tau is ``threshold``, else
@@ -35,9 +35,13 @@ but the mask makes their loop repeat forever; here that row commits its best non
 batched benchmark right-pads prompts with the mask token; here rows are left-padded and decode as alone.
 Dream (shifted logits) runs as their ``use_shift`` loop (``ShiftDiffusionIteration``).
 
-Not implemented: the vicinity KV refresh (``VicinityCacheIteration``) and iteration smoothing. Both run through
-their model files' ``past_key_values`` / ``replace_position`` (and ``h2e``, absent for dense LLaDA) protocol, so
-their parity cannot be checked on our networks without writing that protocol ourselves.
+Not implemented: the vicinity KV refresh (``VicinityCacheIteration``) and iteration smoothing. Their dense
+model file (model/modeling_llada.py) needs no vllm, but the refresh is part of their loop (a full pass on a new
+block or every ``cache_update_freq`` iterations, then a forward of the window [s - prefix_look, e + after_look)
+over the cached K/V), while a ``@kv_cache`` here replaces the forward of the Fast-dLLM block loop and its rules:
+registered that way it would run dInfer's window on another loop. The faithful form, the window inside this
+module's loop with parity against ``VicinityCacheDiffusionLLM`` on their model file, was not done. Smoothing
+needs ``h2e``, which their dense LLaDA lacks.
 Shapes: B rows, R rows in a forward, L canvas length, K block length, V vocabulary, G gen_length.
 """
 
