@@ -174,6 +174,8 @@ def test_dream_tokens_and_nfe_equal_the_authors_shifted_loop(dream, cases):
     ours = _official(dream, "dream", cases)
     assert ours.tokens.tolist() == [c["tokens"] for c in cases]
     assert ours.nfe_official.tolist() == [c["nfe"] for c in cases]
+    if cases[0]["decoder"] == "threshold":  # blocks from the prompt's end, one token per step: other tokens
+        assert _decode(dream, "dream", "low_confidence", cases, {}, None).tokens.tolist() != ours.tokens.tolist()
 
 
 def test_distinctive_steps_change_the_tokens(llada):
