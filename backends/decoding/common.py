@@ -219,6 +219,11 @@ THRESHOLD_QUOTA = ("commit every masked position with confidence > threshold if 
                    "selects the Fast-dLLM rule instead")
 THRESHOLD_FLOOR = ("commit every masked position with confidence > threshold (default 0.95) if there are at least "
                    "extra.num_to_transfer of them, else the num_to_transfer most confident (LLaDA2.1)")
+THRESHOLD_DINFER = ("commit every masked position whose proposal is not the mask token with confidence >= "
+                    "min(threshold, top confidence - 1e-5) (dInfer; default extra.dinfer_threshold)")
+THRESHOLD_HIERARCHY = ("commit in each run of adjacent masked positions its most confident if above "
+                       "extra.dinfer_low_threshold, every masked position with confidence > threshold, and the most "
+                       "confident (dInfer hierarchy)")
 FACTOR = ("commit the n most confident masked positions, n the largest with the i-th confidence >= "
           "1 - factor / (i + 1) for every i <= n, at least one (Fast-dLLM)")
 

@@ -18,7 +18,14 @@ import pytest
 import torch
 
 import dare
-from dare.backends.decoding.common import FACTOR, THRESHOLD_FLOOR, THRESHOLD_QUOTA, THRESHOLD_TOP1
+from dare.backends.decoding.common import (
+    FACTOR,
+    THRESHOLD_DINFER,
+    THRESHOLD_FLOOR,
+    THRESHOLD_HIERARCHY,
+    THRESHOLD_QUOTA,
+    THRESHOLD_TOP1,
+)
 from dare.harness import cli
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
@@ -64,7 +71,8 @@ def test_every_decoder_that_reads_a_commit_field_declares_its_rule():
             if field_name in decode.reads:
                 assert field_name in decode.rules, f"{name} reads {field_name} without declaring its rule"
         assert set(decode.rules) <= set(decode.reads)
-        assert set(decode.rules.values()) <= {THRESHOLD_TOP1, THRESHOLD_QUOTA, THRESHOLD_FLOOR, FACTOR}
+        assert set(decode.rules.values()) <= {THRESHOLD_TOP1, THRESHOLD_QUOTA, THRESHOLD_FLOOR, FACTOR,
+                                              THRESHOLD_DINFER, THRESHOLD_HIERARCHY}
     assert decoders.get("mdm:low_confidence").rules["threshold"] == THRESHOLD_TOP1
     assert decoders.get("block:low_confidence_dynamic").rules["threshold"] == THRESHOLD_QUOTA
 
