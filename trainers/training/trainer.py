@@ -212,14 +212,18 @@ class LocalTrainer:
         DecodingConfig (its hash), the decoder, its typed options, and the algorithm's declared additions."""
         resolved, additions = self.rollout_resolved, self.rollout_additions
         decoding = self.rollout_decoding
-        return {
+        record = {
             "decoding": decoding.model_dump(mode="json", include=set(resolved.fields) if resolved.fields else None),
             "config_hash": decoding.config_hash(),
             "decoder": resolved.decoder.name if resolved.decoder is not None else None,
             "decoder_options": resolved.options.model_dump(mode="json") if resolved.options is not None else None,
             "algorithm_additions": ({"model": type(additions).__name__, **additions.model_dump(mode="json")}
                                     if additions is not None else None),
-        } | ({"rollout_mode": plan} if (plan := self.algorithm.rollout_plan(decoding)) is not None else {})
+        }
+        plan = self.algorithm.rollout_plan(decoding)
+        if plan is not None:  # a rollout of the algorithm's own (d-TreeRPO's trees)
+            record["rollout_mode"] = plan
+        return record
 
     # ---------------------------------------------------------------- one step
     def _batch(self, step: int, timer: Timer, row: dict[str, Any]) -> RolloutBatch:
