@@ -80,7 +80,9 @@ class Capabilities:
     declares_decoding: not an :class:`~dare.harness.engine.EngineBase`, yet answers ``decoder()`` and
     ``token_identity()`` (an engine that wraps another, e.g. opencompass over torch or replay);
     typed_decoding: ``generate(requests, decoding, decoder=, options=)`` takes the decoder and the typed options
-    the resolver built (the torch engines), so the run looks its decoder up once.
+    the resolver built (the torch engines), so the run looks its decoder up once;
+    decodes_windows: ``decode_window(prompts, states, window, decoding, seeds)`` continues partial canvases for a
+    window of decoding steps (the torch engines; d-TreeRPO's tree rollout).
     """
 
     reads_completions: bool = False
@@ -91,6 +93,7 @@ class Capabilities:
     own_steps: bool = False
     typed_decoding: bool = False
     declares_decoding: bool = False
+    decodes_windows: bool = False
 
 
 DEFAULT_CAPABILITIES = Capabilities()

@@ -37,8 +37,9 @@ class EstimatorLink(Record):
     """Its options; open: each estimator, plugins included, declares its own."""
 
 
-class RolloutLink(Record):
-    """What a training run's rollouts decoded with (``model.training.rollout``, also ``RUN/rollout.json``)."""
+class RolloutLink(GivenFieldsRecord):
+    """What a training run's rollouts decoded with (``model.training.rollout``, also ``RUN/rollout.json``); only
+    the fields the trainer gave are written (``rollout_mode`` only by algorithms with a rollout of their own)."""
 
     decoding: JsonDict
     """The rollout DecodingConfig's fields the decoder reads (as run.json's ``decoding``, without the hash)."""
@@ -50,6 +51,8 @@ class RolloutLink(Record):
     """The decoder's typed ``extra`` options as validated; open: each decoder declares its own."""
     algorithm_additions: JsonDict | None = None
     """What the algorithm added to its rollouts (its declared RolloutAdditions model, named under ``model``)."""
+    rollout_mode: JsonDict | None = None
+    """A rollout of the algorithm's own (d-TreeRPO's trees: shape, branch steps, forwards per prompt)."""
 
 
 class TrainingLink(GivenFieldsRecord):

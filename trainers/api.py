@@ -227,6 +227,23 @@ class Algorithm:
         additions = self.rollout_additions(decoding, arch)
         return additions.settings(decoding) if additions is not None else {}
 
+    def rollout(self, engine, items, decoding, seed: int, step: int, count_padding: bool, trajectory: bool):
+        """Decode the step's ``items``: (batch, generations item-major, ``decoding.num_samples`` per item).
+        Default: independent samples (:func:`~.training.rollout.rollout_batch`); d-TreeRPO grows trees."""
+        from .training.rollout import rollout_batch
+
+        return rollout_batch(engine, items, decoding, seed, count_padding, trajectory)
+
+    def rollout_plan(self, decoding) -> dict[str, Any] | None:
+        """What a rollout of its own records in ``RUN/rollout.json`` (``rollout_mode``): its shape and cost; None
+        for the default rollout."""
+        return None
+
+    def row_rewards(self, batch: RolloutBatch, rewards: torch.Tensor) -> torch.Tensor:
+        """The batch rows' rewards (B,) from the generations' rewards: the same here; d-TreeRPO's rows are tree
+        edges and take their child's value."""
+        return rewards
+
     def check_rollout(self, decoding) -> None:
         """Refuse final rollout settings (the user's overrides applied) that this algorithm's likelihood
         cannot score, with a ConfigError naming the fix. Default: accept all."""

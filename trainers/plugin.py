@@ -6,9 +6,11 @@ this package."""
 
 from . import advantages  # noqa: F401
 from .algorithms import bgpo, cj_grpo, coupled_grpo, d1, dipo, ebpo, just_grpo, mdpo, preference, sft, spg, trace_rl  # noqa: F401
+from .algorithms import d_treerpo as _d_treerpo_algorithm  # noqa: F401
 from .algorithms import espo as _espo_algorithm  # noqa: F401
 from .estimators import composite, elbo, espo, masked, sandwich, step_prediction, stratified, trajectory  # noqa: F401
-from .losses import bounds, ppo, sequence, steps  # noqa: F401
+from .estimators import transition as _transition_estimator  # noqa: F401
+from .losses import bounds, ppo, segment, sequence, steps  # noqa: F401
 from .losses import elbo as _elbo_loss  # noqa: F401
 from .losses import preference as _preference_loss  # noqa: F401
 from .losses import sandwich as _sandwich_loss  # noqa: F401

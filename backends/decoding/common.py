@@ -29,7 +29,9 @@ class Canvas:
     tokens (B, L) long; valid (B, L) bool (real prompt or generated slot); positions (B, L) long
     (0 at each row's first real token, so a row's RoPE positions do not depend on its padding; LLaDA's
     reference counts pads too, which only shifts all positions by a constant: the same attention scores);
-    gen_start = W (the shared prompt width); prompt_len (B,).
+    gen_start = W (the shared prompt width); prompt_len (B,). ``window``: the decoding steps (start, stop) of
+    the whole schedule to run on ``tokens``, a state that already ran steps 0..start-1 (None: all of them;
+    the fixed-step masked-diffusion loop only, see :func:`.mdm.decode_masked_diffusion`).
     """
 
     tokens: torch.Tensor
@@ -38,6 +40,7 @@ class Canvas:
     gen_start: int
     gen_length: int
     prompt_len: torch.Tensor
+    window: tuple[int, int] | None = None
 
     @classmethod
     def build(cls, prompts: list[list[int]], gen_length: int, mask_id: int, pad_id: int, device,

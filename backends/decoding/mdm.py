@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 
 from .common import COMMON, Canvas, DecodeResult, LoopOptions, steps_per_block
@@ -74,6 +75,12 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, opts: Lo
     ``block_forward(lo) -> forward(x, first) -> (logits (B,K,V), cost)`` supplies the forward pass for the
     block starting at canvas column ``lo`` (``first`` on its first step); the default is a full uncached
     pass. Fast-dLLM's caches plug in here and leave the loop itself untouched.
+
+    ``canvas.window = (start, stop)`` runs only the schedule's steps start..stop-1 (counted over the whole
+    canvas, ``steps / n_blocks`` per block) on a canvas that already ran the earlier ones: a block resumed
+    mid-way takes the remaining quotas of the schedule of its full masked count, so decoding a window and
+    then the next one commits exactly what one uninterrupted decode with the same noise would (d-TreeRPO's
+    branching). Commit steps stay global; fixed-step schedules only.
     """
     if block_forward is None:
         def block_forward(lo):
@@ -84,17 +91,24 @@ def decode_masked_diffusion(model, canvas: Canvas, cfg: DecodingConfig, opts: Lo
     fixed = cfg.threshold is None and cfg.factor is None
     n_steps = steps_per_block(cfg)
     max_steps = k if fixed else opts.max_steps(k)
+    start, stop = canvas.window or (0, n_steps * (gen // k))
+    if canvas.window is not None and not fixed:
+        raise ConfigError("a decoding window needs the fixed-step schedule; unset threshold and factor")
     commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=x.device)
     nfe = torch.zeros(batch, dtype=torch.long, device=x.device)
     skipped = torch.zeros_like(nfe)  # passes the official cached loops run and this loop does not
-    row_step = torch.zeros(batch, dtype=torch.long, device=x.device)
+    row_step = torch.full((batch,), start, dtype=torch.long, device=x.device)
     for b in range(gen // k):
         lo = canvas.gen_start + b * k
+        first, end = max(start - b * n_steps, 0), min(stop - b * n_steps, n_steps)
+        if first >= end and canvas.window is not None:
+            continue  # this block lies outside the window
         forward = block_forward(lo)
         masked = x[:, lo:lo + k] == model.mask_id
-        quotas = opts.step_quotas(cfg, masked.sum(-1), n_steps)
-        step = 0
-        while masked.any() and (step < n_steps if fixed else step < max_steps):
+        # the schedule of the block's full masked count: a fresh canvas masks every valid generated slot
+        quotas = opts.step_quotas(cfg, canvas.valid[:, lo:lo + k].sum(-1) if first else masked.sum(-1), n_steps)
+        step = first
+        while masked.any() and (step < end if fixed else step < max_steps):
             working = masked.any(-1)
             logits, cost = forward(x, first=step == 0)
             quota = quotas[:, step] if fixed else None

@@ -22,7 +22,8 @@ import torch
 from dare.backends import decoding as _decoding  # noqa: F401  (registers the decoders)
 from dare.backends import models as _models  # noqa: F401  (registers the architectures)
 from dare.backends.decoding import strategies
-from dare.backends.decoding.common import Canvas, steps_per_block
+from dare.backends.decoding.common import Canvas, DecodeResult, steps_per_block
+from dare.backends.decoding.mdm import decode_masked_diffusion
 from dare.backends.decoding.spec import NAMESPACES, DecoderSpec
 from dare.backends.models.loader import (
     LoadedModel,
@@ -62,7 +63,7 @@ class TorchEngine(EngineBase):
     version = "0.1.0"
     Options = TorchOptions
     capabilities = Capabilities(decoding_defaults=True, records_trajectory=True, in_process_model=True,
-                                typed_decoding=True)
+                                typed_decoding=True, decodes_windows=True)
 
     def __init__(self, ctx: EngineContext):
         super().__init__(ctx)
@@ -177,6 +178,35 @@ class TorchEngine(EngineBase):
             batch = requests[start:start + decoding.batch_size]
             out.extend(self._generate_batch(batch, decoding, decoder.spec, options))
         return out
+
+    def decode_window(self, prompts: list[list[int]], states: torch.Tensor, window: tuple[int, int],
+                      decoding: DecodingConfig, seeds: list[int], decoder: DecoderInfo | None = None,
+                      options: Options | None = None) -> DecodeResult:
+        """Continue decoding: rows of prompt ids ``prompts`` whose generated canvases ``states`` (N, G) ran the
+        schedule's steps before ``window[0]`` (mask ids where undecided) run its steps ``window`` = (start,
+        stop) with the decoder and options of :meth:`generate`, a generator per row seeded with ``seeds``,
+        in batches of ``decoding.batch_size``. Returns tokens (N, G) after the window, commit_step (N, G)
+        (global steps, -1 for tokens decided before it) and nfe (N,). d-TreeRPO branches its rollouts here."""
+        self.prepare([], decoding)
+        if decoding.cache != "none":
+            raise ConfigError(f"cache={decoding.cache} cannot resume a partial canvas; use cache=none")
+        if decoder is None or options is None:
+            decoder = self.decoder(decoding)
+            options = decoder.spec.options(decoding)
+        if decoder.spec.loop is not decode_masked_diffusion:
+            raise ConfigError(f"remasking={decoding.remasking} runs its own loop, which cannot resume a partial "
+                              "canvas for a window of steps; use low_confidence or random (LLaDA, Dream)")
+        model, parts = self.model, []
+        for lo in range(0, len(prompts), decoding.batch_size):
+            rows = slice(lo, lo + decoding.batch_size)
+            canvas = Canvas.build(prompts[rows], decoding.gen_length, model.mask_id, model.pad_id, model.device)
+            canvas.tokens[:, canvas.gen_slice] = states[rows].to(model.device)
+            canvas.window = window
+            gens = [torch.Generator(device=model.device).manual_seed(s) for s in seeds[rows]]
+            with torch.inference_mode():
+                parts.append(decoder.spec(model, canvas, decoding, gens, options))
+        return DecodeResult(*(torch.cat([getattr(p, f) for p in parts]) for f in ("tokens", "commit_step", "block",
+                                                                                  "nfe")))
 
     def _generate_batch(self, batch: list[GenerationRequest], decoding: DecodingConfig, spec: DecoderSpec,
                         options: Options) -> list[Generation]:

@@ -24,16 +24,20 @@ from dare.trainers.experiments.uphill import CASES, LR, measure
 
 MARGIN = 1e-3  # nats: far above the replay's float32 round-off, far below every measured gap
 SLOW = {("just_grpo", "tiny-llada")}  # one full-canvas forward per response token: about 40 s a run on one thread
-# BGPO and EBPO draw 16 ELBO samples: 4 here (as configs/experiments/compare_sudoku_block.yaml), 16 under -m slow
-FEWER_SAMPLES = {"bgpo": {"estimator_args": {"samples": 4}}, "ebpo": {"estimator_args": {"samples": 4}}}
+# BGPO and EBPO draw 16 ELBO samples: 4 here (as configs/experiments/compare_sudoku_block.yaml), 16 under -m slow;
+# d-TreeRPO grows 2 x 2 trees here (6 edges per prompt), its 4 x 4 default (20) under -m slow
+LIGHTER = {"bgpo": ({"estimator_args": {"samples": 4}}, "4samples"),
+           "ebpo": ({"estimator_args": {"samples": 4}}, "4samples"),
+           "d_treerpo": ({"trees": 2, "branch": 2}, "2x2tree")}
 
 
 def _cases() -> list:
     cases = []
     for algo, model in CASES:
         slow = [pytest.mark.slow] if (algo, model) in SLOW else []
-        if algo in FEWER_SAMPLES:
-            cases.append(pytest.param(algo, model, FEWER_SAMPLES[algo], id=f"{algo}-{model}-4samples"))
+        if algo in LIGHTER:
+            overrides, label = LIGHTER[algo]
+            cases.append(pytest.param(algo, model, overrides, id=f"{algo}-{model}-{label}"))
             slow = [pytest.mark.slow]
         cases.append(pytest.param(algo, model, None, id=f"{algo}-{model}", marks=slow))
     return cases

@@ -31,7 +31,7 @@ from unittest import mock
 
 import torch
 
-from ..api import build_estimator
+from ..api import Algorithm, build_estimator
 from ..batch import RolloutBatch
 from ..training import trainer as trainer_module
 from ..training.config import TrainConfig
@@ -44,7 +44,7 @@ FAMILIES = {"tiny-llada": "bidirectional", "tiny-sdar": "block_causal"}
 CASES = [("d1", "tiny-llada"), ("coupled_grpo", "tiny-llada"), ("mdpo", "tiny-llada"), ("cj_grpo", "tiny-llada"),
          ("spg", "tiny-llada"), ("bgpo", "tiny-llada"), ("espo", "tiny-llada"), ("just_grpo", "tiny-llada"),
          ("d1", "tiny-sdar"), ("coupled_grpo", "tiny-sdar"), ("cj_grpo", "tiny-sdar"), ("bgpo", "tiny-sdar"),
-         ("ebpo", "tiny-sdar"), ("dipo", "tiny-sdar"), ("trace_rl", "tiny-sdar")]
+         ("ebpo", "tiny-sdar"), ("dipo", "tiny-sdar"), ("trace_rl", "tiny-sdar"), ("d_treerpo", "tiny-llada")]
 
 #: the probe's setting: 4 prompts x 4 samples at temperature 2 (the shipped tiny models solve nearly every
 #: Sudoku at T <= 1, so the rewards would all be equal), one AdamW update at LR
@@ -172,6 +172,10 @@ class _ProbeTrainer(LocalTrainer):
 
     def _rollout(self, items, seed, count_padding):
         decoding = self.rollout_decoding
+        if type(self.algorithm).rollout is not Algorithm.rollout:  # d-TreeRPO's trees: rows are edges, ℓ per edge
+            self.recorded, gens = self.algorithm.rollout(self.rollout_engine, items, decoding, seed, self._step,
+                                                         count_padding, True)
+            return (self.recorded if self.needs.trajectory else replace(self.recorded, commit_step=None)), gens
         key = (str(self.base_path), decoding.config_hash(), seed, tuple(it.sample.id for it in items))
         if key not in _GENERATIONS:
             _GENERATIONS[key] = self.rollout_engine.generate(rollout_requests(items, decoding, seed), decoding)

@@ -13,6 +13,7 @@ class (``policy_loss = "token_ppo"``); a plugin registers another with ``@policy
 | ``bgpo_bounds`` | :mod:`.bounds` | BGPO |
 | ``sandwich`` | :mod:`.sandwich` | SPG |
 | ``step_ppo`` | :mod:`.steps` | MDPO |
+| ``segment_ppo`` | :mod:`.segment` | d-TreeRPO |
 | ``dpo`` | :mod:`.preference` | DPO, VRPO |
 | ``negative_elbo`` | :mod:`.elbo` | SFT |
 """

@@ -37,7 +37,7 @@ from ..state.progress import StepProgress
 from .config import ROLLOUT_DEFAULTS, TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
 from .policy import ModelPolicy, training_kernel
-from .rollout import Verifiers, rollout_batch, score, supervised_batch
+from .rollout import Verifiers, score, supervised_batch
 from .scoring import CompletionScorer
 
 log = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ class LocalTrainer:
         DecodingConfig (its hash), the decoder, its typed options, and the algorithm's declared additions."""
         resolved, additions = self.rollout_resolved, self.rollout_additions
         decoding = self.rollout_decoding
-        return {
+        record = {
             "decoding": decoding.model_dump(mode="json", include=set(resolved.fields) if resolved.fields else None),
             "config_hash": decoding.config_hash(),
             "decoder": resolved.decoder.name if resolved.decoder is not None else None,
@@ -220,6 +220,10 @@ class LocalTrainer:
             "algorithm_additions": ({"model": type(additions).__name__, **additions.model_dump(mode="json")}
                                     if additions is not None else None),
         }
+        plan = self.algorithm.rollout_plan(decoding)
+        if plan is not None:  # a rollout of the algorithm's own (d-TreeRPO's trees)
+            record["rollout_mode"] = plan
+        return record
 
     # ---------------------------------------------------------------- one step
     def _batch(self, step: int, timer: Timer, row: dict[str, Any]) -> RolloutBatch:
@@ -237,7 +241,7 @@ class LocalTrainer:
             batch, gens = self._rollout(items, cfg.seed * 1_000_003 + step, count_padding)
         with timer("reward"):
             rewards, passed, errors = score(self.verifiers, items, gens, self.rollout_decoding.num_samples)
-        batch.rewards = rewards
+        batch.rewards = self.algorithm.row_rewards(batch, rewards)
         lengths = batch.completion_mask.sum(1).float()
         row.update(reward=float(rewards.mean()), reward_std=float(rewards.std()) if len(rewards) > 1 else 0.0,
                    accuracy=float(passed.float().mean()), completion_length=float(lengths.mean()),
@@ -248,8 +252,8 @@ class LocalTrainer:
         """Decode ``items`` with the rollout engine (a hook: the verl trainer decodes on its workers)."""
         if self.rollout_policy is not None:  # online weight update of the low-precision rollout copy
             self.rollout_policy.net.load_state_dict(plain_weights(self.policy.net, self.lora))
-        return rollout_batch(self.rollout_engine, items, self.rollout_decoding, seed, count_padding,
-                             self.needs.trajectory)
+        return self.algorithm.rollout(self.rollout_engine, items, self.rollout_decoding, seed, self._step,
+                                      count_padding, self.needs.trajectory)
 
     @property
     def batch_device(self) -> torch.device:

@@ -24,6 +24,7 @@ import torch
 
 from dare.harness.errors import ConfigError
 from dare.harness.parallel import WorkerDiedError
+from dare.harness.registry import algorithms
 
 from ..api import Algorithm
 from ..batch import RolloutBatch
@@ -46,6 +47,11 @@ class VerlTrainer(LocalTrainer):
             raise ConfigError("--engine verl does not support LoRA yet; drop lora_rank or use the local trainer")
         if config.rollout_dtype and config.rollout_dtype != config.dtype:
             raise ConfigError("--engine verl rolls out with the trained weights themselves; drop rollout_dtype")
+        if algorithms.get(resolve_algorithm(config.algorithm, config.algorithm_settings)[0]).rollout \
+                is not Algorithm.rollout:  # before anything loads
+            raise ConfigError(f"--engine verl cannot run {config.algorithm!r}: its own rollout (d-TreeRPO's trees) "
+                              "continues partial canvases on the driver, which holds no weights under verl; use the "
+                              "local trainer")
         resume = ckpt.latest(run_dir)
         self.placement = placement or Placement()
         super().__init__(config, run_dir)
