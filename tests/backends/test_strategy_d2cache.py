@@ -128,7 +128,7 @@ def test_options_record_and_cache_key(tmp_path):
         "d2cache_inflate_w": 0, "d2cache_prior_sigma": 10.0, "d2cache_official_quirks": True}
     assert {"threshold", "factor", "cfg_scale", "cache"}.isdisjoint(decoders.get("mdm:d2cache").reads)
     base = ["remasking=d2cache", "gen_length=16", "steps=16", "block_length=16"]
-    runs = {k: plan("tiny-llada", "sudoku", overrides=[*base, f"extra={{d2cache_current_k: {k}}}"], limit=1,
+    runs = {k: plan("tiny-llada", "sudoku", overrides=[*base, f"extra={{d2cache_current_k: {k}}}"], limit=2,
                     out=tmp_path) for k in (8, 16)}
     assert runs[8].generation_key() != runs[16].generation_key()
     evaluate(runs[8])
@@ -145,9 +145,25 @@ def test_options_record_and_cache_key(tmp_path):
     (["--model", "tiny-dream", "--set", "remasking=d2cache", "--set", "extra={d2cache_rollout_p: 2}"],
      "d2cache_rollout_p"),
     (["--model", "tiny-llada", "--set", "remasking=d2cache", "--set", "threshold=0.9"],
-     "not read by decoder mdm:d2cache")])
+     "not read by decoder mdm:d2cache"),
+    (["--model", "tiny-llada", "--engine", "fastdllm", "--set", "remasking=d2cache", "--set", "cache=dual"],
+     "runs its own forward")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
     done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_padded_row_decodes_as_alone(models):
+    """Rows decode one at a time without their left padding: a row beside a longer one (so left-padded) decodes
+    as it does alone."""
+    case = next(c for c in OFFICIAL["cases"] if c["model"] == "llada" and c["sample"] == 1)
+    model = models["llada"]
+    cfg = DecodingConfig(gen_length=case["gen_length"], steps=case["gen_length"], block_length=case["block_length"],
+                         remasking="d2cache", extra=_extra(case))
+    prompts = [OFFICIAL["llada_prompt_ids"][0] * 2, OFFICIAL["llada_prompt_ids"][1]]
+    canvas = Canvas.build(prompts, cfg.gen_length, model.mask_id, model.pad_id, "cpu")
+    with torch.inference_mode():
+        ours = decoders.get("mdm:d2cache")(model, canvas, cfg, [torch.Generator().manual_seed(0) for _ in prompts])
+    assert ours.tokens[1].tolist() == case["tokens"] and ours.nfe.tolist() == [cfg.gen_length] * 2
