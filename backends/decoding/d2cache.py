@@ -28,11 +28,12 @@ from every recomputed masked column, commits only among recomputed columns and u
 
 Differences from the authors' code: rows are decoded one at a time (their batch pads every row's queries to
 the widest row's count, their stage 5, so a row's output depends on its neighbours; one row alone is what
-their batch-1 run does) with each row's padding dropped; DARE's ``block_length`` and ``steps`` set the blocks
-and the per-step quota (their configs use block_length = gen_length and one token per step, ``num_transfer_tokens``
-1). The rollout updates only the query rows of R (the identity rows are unchanged), and the density is summed
-directly in float64 where they convolve by FFT in float32. Their confidence is ``alg=maskgit_plus`` (the
-proposal's probability); at T > 0 proposals are DARE's Gumbel-max draws.
+their batch-1 run does) with each row's padding dropped. DARE's ``block_length`` and ``steps`` set the blocks
+and the per-step quota: the authors' configs use block_length = gen_length (set it so to run theirs) and one
+token per step (``num_transfer_tokens`` 1, steps = gen_length here). The rollout updates only the query rows
+of R (the identity rows are unchanged) and runs in float32 (theirs in the model's dtype); the density is summed
+directly in float64 (theirs: an FFT in float32). Their confidence is ``alg=maskgit_plus`` (the proposal's
+probability); at T > 0 proposals are DARE's Gumbel-max draws.
 NFE: one forward per step, full or partial, as the authors count (``nfe`` = ``nfe_official``).
 Shapes: B rows (1 inside a decode), T canvas columns, G generation length, K block length, N queries, V vocabulary.
 """
@@ -79,7 +80,10 @@ class D2Cache:
         self.queries: torch.Tensor | None = None  # (B, N) columns of the next pass; None: a full pass
         self.stage1_conf: torch.Tensor | None = None  # (B, G)
         self.before: torch.Tensor | None = None  # the canvas (B, T) the last forward saw
-        self.lo = self.last_lo = canvas.gen_start
+        self.lo = self.last_lo = canvas.gen_start  # the block of this step and of the last forward
+        # from the last forward: proposals, their confidence and whether their logits are fresh (B, G), the
+        # rollout's column importance (B, T) and the commit order's density (B, G)
+        self.x0 = self.p = self.fresh = self.importance = self.density = None
 
     def block_forward(self, lo: int) -> BlockForward:
         self.lo = lo
@@ -99,8 +103,8 @@ class D2Cache:
                 fresh = torch.ones(x.shape[0], self.g, dtype=torch.bool, device=x.device)
             else:
                 q = self.queries
-                rows = net(x.gather(1, q), c.positions.gather(1, q), key_mask, self.cache.plan(q, torch.ones_like(q,
-                           dtype=torch.bool)))
+                write = torch.ones_like(q, dtype=torch.bool)  # every query's fresh key/value replaces its cached one
+                rows = net(x.gather(1, q), c.positions.gather(1, q), key_mask, self.cache.plan(q, write))
                 logits, fresh = self._scatter(rows, q)
         self.x0, self.p, _ = sample(logits, self.cfg.temperature, self.gens, self.cfg.top_k, self.cfg.top_p)
         self.fresh, self.importance = fresh, rollout.importance
