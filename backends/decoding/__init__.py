@@ -20,6 +20,7 @@ _DECODERS = {
     "info_gain": ("mdm:info_gain", "dream:info_gain"),
     "dinfer": ("mdm:dinfer_threshold", "mdm:dinfer_credit", "mdm:dinfer_hierarchy", "dream:dinfer_threshold",
                "dream:dinfer_credit", "dream:dinfer_hierarchy"),
+    "d2cache": ("mdm:d2cache", "dream:d2cache"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",

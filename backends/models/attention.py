@@ -10,6 +10,7 @@ turns the dense mask into a block mask (worth it for long block-causal canvases)
 from __future__ import annotations
 
 import importlib.util
+import math
 from collections.abc import Callable
 
 import torch
@@ -33,6 +34,19 @@ def _repeat_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     k, v = _repeat_kv(q, k, v)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def eager_with_weights(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention that also returns its weights (B, Hq, L, K): the Hugging Face model files' ``eager`` path (scores
+    in the inputs' dtype, softmax in float32 cast back). Not a registered kernel: strategies that read the
+    attention map (d2Cache's rollout) get it through ``DiffusionTransformer.attention_probe``."""
+    k, v = _repeat_kv(q, k, v)
+    scores = (q @ k.transpose(2, 3)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(-1, dtype=torch.float32).to(q.dtype)
+    return weights @ v, weights
 
 
 @kernels.register("flash")

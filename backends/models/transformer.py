@@ -12,8 +12,10 @@ Logits are returned as the network computes them; the Dream one-position shift i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import nn
@@ -91,6 +93,26 @@ class DiffusionTransformer(nn.Module):
         block masks while rollout decoding keeps its own kernel on the same weights)."""
         previous = [layer.attn.kernel for layer in self.layers]
         self.use_attention(name)
+        try:
+            yield
+        finally:
+            for layer, kernel in zip(self.layers, previous):
+                layer.attn.kernel = kernel
+
+    @contextmanager
+    def attention_probe(self, probe: Callable[[int, torch.Tensor], None]):
+        """Inside the block every layer attends eagerly and hands ``probe(layer, weights (B, Hq, L, K))`` its
+        attention weights (d2Cache's attention rollout); the previous kernels come back after."""
+        from .attention import eager_with_weights
+
+        def probed(layer, q, k, v, mask):
+            out, weights = eager_with_weights(q, k, v, mask)
+            probe(layer, weights)
+            return out
+
+        previous = [layer.attn.kernel for layer in self.layers]
+        for i, layer in enumerate(self.layers):
+            layer.attn.kernel = partial(probed, i)
         try:
             yield
         finally:
