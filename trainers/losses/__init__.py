@@ -15,6 +15,7 @@ class (``policy_loss = "token_ppo"``); a plugin registers another with ``@policy
 | ``step_ppo`` | :mod:`.steps` | MDPO |
 | ``dpo`` | :mod:`.preference` | DPO, VRPO |
 | ``negative_elbo`` | :mod:`.elbo` | SFT |
+| ``weighted_likelihood`` | :mod:`.weighted` | wd1 |
 """
 
 from __future__ import annotations
