@@ -16,6 +16,7 @@ class (``policy_loss = "token_ppo"``); a plugin registers another with ``@policy
 | ``dpo`` | :mod:`.preference` | DPO, VRPO |
 | ``negative_elbo`` | :mod:`.elbo` | SFT |
 | ``weighted_likelihood`` | :mod:`.weighted` | wd1 |
+| ``draw_ppo`` | :mod:`.draws` | UniGRPO |
 """
 
 from __future__ import annotations
