@@ -34,6 +34,16 @@ class TinyNet(nn.Module):
         context = h.mean(1, keepdim=True) @ self.mix
         return types.SimpleNamespace(logits=torch.tanh(h + context) @ self.out)
 
+    def nudged(self, scale: float, seed: int) -> TinyNet:
+        """A copy with every weight moved by ``scale`` x N(0, 1) (generator ``seed``): an old or reference policy
+        close enough that ratios straddle a clip range."""
+        other = TinyNet()
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for mine, theirs in zip(self.parameters(), other.parameters()):
+                theirs.copy_(mine + scale * torch.randn(mine.shape, generator=g, dtype=mine.dtype))
+        return other
+
     def flat_grad(self) -> torch.Tensor:
         """Every parameter's gradient, concatenated (zeros where none)."""
         return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)

@@ -17,6 +17,7 @@ class (``policy_loss = "token_ppo"``); a plugin registers another with ``@policy
 | ``negative_elbo`` | :mod:`.elbo` | SFT |
 | ``weighted_likelihood`` | :mod:`.weighted` | wd1 |
 | ``draw_ppo`` | :mod:`.draws` | UniGRPO |
+| ``denoiser_regression`` | :mod:`.regression` | GDSD |
 """
 
 from __future__ import annotations
