@@ -18,6 +18,7 @@ class (``policy_loss = "token_ppo"``); a plugin registers another with ``@policy
 | ``weighted_likelihood`` | :mod:`.weighted` | wd1 |
 | ``draw_ppo`` | :mod:`.draws` | UniGRPO |
 | ``denoiser_regression`` | :mod:`.regression` | GDSD |
+| ``replay_pg`` | :mod:`.replay` | RLDF |
 """
 
 from __future__ import annotations
