@@ -33,7 +33,7 @@ def test_the_run_records_the_algorithm_config(name, algo, model, expected, estim
     assert training["rollout"] == json.loads((run_dir / "rollout.json").read_text())
 
 
-@pytest.mark.parametrize("algo", ["gdsd", "rldf"])
+@pytest.mark.parametrize("algo", ["unigrpo", "gdsd", "rldf"])
 def test_masked_diffusion_methods_refuse_a_block_diffusion_model_in_one_line(algo, tmp_path, capsys):
     args = ["--algo", algo, "--model", "tiny-sdar", "--suite", "sudoku", "--out", str(tmp_path), *SMALL]
     assert main(args) == 2

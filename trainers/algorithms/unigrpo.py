@@ -1,5 +1,7 @@
 """UniGRPO as random-masking RL (MMaDA's UniGRPO, implemented in Gen-Verse/dLLM-RL@10b4fd1 ``train/rl_llada.py``
-with ``training.method: random_masking``; rewards from ``reward/rl_reward.py``).
+with ``training.method: random_masking``; rewards from ``reward/rl_reward.py``). Masked diffusion only:
+``train/rl_sdar.py``'s random masking is another scheme (one ``[clean | noisy]`` copy, a rate per token), not
+ported.
 
 Per rollout, 35 masked copies, each with its own t ~ U[0.1, 0.9] and i.i.d. Bernoulli(t) masks over the response
 (``random_masking``); old log-probs on the same copies before the update. Loss (``draw_ppo``) per copy: the token
@@ -59,7 +61,7 @@ def kept_groups(rewards: torch.Tensor, group_ids: torch.Tensor, band: tuple[floa
 class UniGRPO(Algorithm):
     """Clipped PPO averaged per randomly masked copy, k3 KL to the behaviour policy, mid-pass-rate groups only."""
 
-    needs = Needs(rollout=True)
+    needs = Needs(rollout=True, attention="bidirectional")
     Config = UniGRPOConfig
     policy_loss = "draw_ppo"
     default_estimator = "random_masking"

@@ -45,7 +45,7 @@ CASES = [("d1", "tiny-llada"), ("coupled_grpo", "tiny-llada"), ("mdpo", "tiny-ll
          ("spg", "tiny-llada"), ("bgpo", "tiny-llada"), ("espo", "tiny-llada"), ("just_grpo", "tiny-llada"),
          ("d1", "tiny-sdar"), ("coupled_grpo", "tiny-sdar"), ("cj_grpo", "tiny-sdar"), ("bgpo", "tiny-sdar"),
          ("ebpo", "tiny-sdar"), ("dipo", "tiny-sdar"), ("trace_rl", "tiny-sdar"),
-         ("wd1", "tiny-llada"), ("wd1", "tiny-sdar"), ("unigrpo", "tiny-llada"), ("unigrpo", "tiny-sdar"),
+         ("wd1", "tiny-llada"), ("wd1", "tiny-sdar"), ("unigrpo", "tiny-llada"),
          ("gdsd", "tiny-llada"), ("rldf", "tiny-llada")]
 
 #: the probe's setting: 4 prompts x 4 samples at temperature 2 (the shipped tiny models solve nearly every
