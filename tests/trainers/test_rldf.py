@@ -91,3 +91,20 @@ def test_replayed_inputs_mask_what_was_still_masked_and_dummy_steps_score_nothin
             assert torch.equal(inputs[b, k] == 11, expect)
             assert torch.equal(out[b, k] != 0, expect & batch.completion_mask[b])
     assert (out[3] == 0).all() and math.isfinite(float(out.detach().sum()))
+
+
+@pytest.mark.parametrize("inner_steps", [1, 2])
+@pytest.mark.parametrize("offset", [-100.0, 100.0])
+def test_the_loss_is_finite_at_log_ratios_of_plus_and_minus_100(inner_steps, offset):
+    net = TinyNet(seed=3)
+    batch = fixture_batch()
+    algo = build_algorithm("rldf", {"inner_steps": inner_steps})
+    algo.bind("bidirectional")
+    batch.noise = algo.draw_noise(algo.estimator, batch, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        est = algo.estimator.estimate(NetPolicy(net), batch, batch.noise[0]).token_logp[None]
+    batch.old_logp, batch.ref_logp = est - offset, est + offset
+    batch.advantages = algo.advantages(batch)
+    out = algo.loss(NetPolicy(net), batch, 0)
+    out.loss.backward()
+    assert torch.isfinite(out.loss) and torch.isfinite(net.flat_grad()).all()
