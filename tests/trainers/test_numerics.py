@@ -90,6 +90,8 @@ ALGORITHMS = {  # name: settings that make its loss read old (and reference) log
     "ebpo": {"estimator": "mc_elbo", "estimator_args": {"samples": 2}, "beta": 0.1, "kl_estimator": "k3"},
     "just_grpo": {"estimator": "one_step"},
     "trace_rl": {"estimator": "one_step"},
+    "unigrpo": {"estimator_args": {"samples": 2}, "pass_rate_band": None},
+    "gdsd": {"estimator_args": {"samples": 2}, "beta": 0.1},
 }
 
 

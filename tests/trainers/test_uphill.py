@@ -25,21 +25,27 @@ from dare.trainers.experiments.uphill import CASES, LR, measure
 MARGIN = 1e-3  # nats: far above the replay's float32 round-off, far below every measured gap
 SLOW = {("just_grpo", "tiny-llada")}  # one full-canvas forward per response token: about 40 s a run on one thread
 # BGPO and EBPO draw 16 ELBO samples: 4 here (as configs/experiments/compare_sudoku_block.yaml), 16 under -m slow;
-# d-TreeRPO grows 2 x 2 trees here (6 edges per prompt), its 4 x 4 default (20) under -m slow
+# UniGRPO's 35 masked copies per rollout: 4 here, 35 under -m slow; d-TreeRPO grows 2 x 2 trees here (6 edges
+# per prompt), its 4 x 4 default (20) under -m slow
 LIGHTER = {"bgpo": ({"estimator_args": {"samples": 4}}, "4samples"),
            "ebpo": ({"estimator_args": {"samples": 4}}, "4samples"),
+           "unigrpo": ({"estimator_args": {"samples": 4}}, "4samples"),
            "d_treerpo": ({"trees": 2, "branch": 2}, "2x2tree")}
+# UniGRPO keeps groups whose mean reward lies in [0.2, 0.8]: the flip's negated rewards would drop them all (its
+# filter has its own tests in test_unigrpo.py), so the probe keeps every group
+EVERY_CASE = {"unigrpo": {"pass_rate_band": None}}
 
 
 def _cases() -> list:
     cases = []
     for algo, model in CASES:
         slow = [pytest.mark.slow] if (algo, model) in SLOW else []
+        base = EVERY_CASE.get(algo, {})
         if algo in LIGHTER:
             overrides, label = LIGHTER[algo]
-            cases.append(pytest.param(algo, model, overrides, id=f"{algo}-{model}-{label}"))
+            cases.append(pytest.param(algo, model, {**base, **overrides}, id=f"{algo}-{model}-{label}"))
             slow = [pytest.mark.slow]
-        cases.append(pytest.param(algo, model, None, id=f"{algo}-{model}", marks=slow))
+        cases.append(pytest.param(algo, model, base or None, id=f"{algo}-{model}", marks=slow))
     return cases
 
 

@@ -44,7 +44,9 @@ FAMILIES = {"tiny-llada": "bidirectional", "tiny-sdar": "block_causal"}
 CASES = [("d1", "tiny-llada"), ("coupled_grpo", "tiny-llada"), ("mdpo", "tiny-llada"), ("cj_grpo", "tiny-llada"),
          ("spg", "tiny-llada"), ("bgpo", "tiny-llada"), ("espo", "tiny-llada"), ("just_grpo", "tiny-llada"),
          ("d1", "tiny-sdar"), ("coupled_grpo", "tiny-sdar"), ("cj_grpo", "tiny-sdar"), ("bgpo", "tiny-sdar"),
-         ("ebpo", "tiny-sdar"), ("dipo", "tiny-sdar"), ("trace_rl", "tiny-sdar"), ("d_treerpo", "tiny-llada")]
+         ("ebpo", "tiny-sdar"), ("dipo", "tiny-sdar"), ("trace_rl", "tiny-sdar"), ("d_treerpo", "tiny-llada"),
+         ("wd1", "tiny-llada"), ("wd1", "tiny-sdar"), ("unigrpo", "tiny-llada"),
+         ("gdsd", "tiny-llada"), ("rldf", "tiny-llada")]
 
 #: the probe's setting: 4 prompts x 4 samples at temperature 2 (the shipped tiny models solve nearly every
 #: Sudoku at T <= 1, so the rewards would all be equal), one AdamW update at LR
@@ -216,10 +218,13 @@ def sequence_advantages(batch: RolloutBatch) -> torch.Tensor:
 
 def proxy_logp(batch: RolloutBatch, estimator: str) -> torch.Tensor | None:
     """The algorithm's own likelihood estimate per row before the update (mean over noise sets of the token
-    estimates summed over the counted tokens); None for MDPO's predictions of x̂0_t."""
+    estimates summed over the counted tokens, copies averaged); None for MDPO's predictions of x̂0_t."""
     if batch.old_logp is None or estimator == "step_prediction":
         return None
-    return (batch.old_logp.mean(0) * batch.completion_mask).sum(1).double().cpu()
+    estimate = batch.old_logp.mean(0)
+    if estimate.dim() == 3:  # estimators that score copies or steps separately (B, m, T): their mean
+        estimate = estimate.mean(1)
+    return (estimate * batch.completion_mask).sum(1).double().cpu()
 
 
 def settings(algorithm: str, model: str, lr: float = LR, seed: int = 0, prompts: int = PROMPTS, group: int = GROUP,

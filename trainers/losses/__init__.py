@@ -16,6 +16,10 @@ class (``policy_loss = "token_ppo"``); a plugin registers another with ``@policy
 | ``segment_ppo`` | :mod:`.segment` | d-TreeRPO |
 | ``dpo`` | :mod:`.preference` | DPO, VRPO |
 | ``negative_elbo`` | :mod:`.elbo` | SFT |
+| ``weighted_likelihood`` | :mod:`.weighted` | wd1 |
+| ``draw_ppo`` | :mod:`.draws` | UniGRPO |
+| ``denoiser_regression`` | :mod:`.regression` | GDSD |
+| ``replay_pg`` | :mod:`.replay` | RLDF |
 """
 
 from __future__ import annotations
