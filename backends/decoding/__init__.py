@@ -14,6 +14,7 @@ _DECODERS = {
     "pc_sampler": ("mdm:pc_sampler",),
     "klass": ("mdm:klass",),
     "dpad": ("mdm:dpad",),
+    "d3llm": ("mdm:d3llm", "dream:d3llm"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
