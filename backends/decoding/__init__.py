@@ -15,6 +15,7 @@ _DECODERS = {
     "klass": ("mdm:klass",),
     "dpad": ("mdm:dpad",),
     "d3llm": ("mdm:d3llm", "dream:d3llm"),
+    "eb_sampler": ("mdm:eb_sampler", "dream:eb_sampler"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
