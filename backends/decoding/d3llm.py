@@ -10,7 +10,8 @@ The generation canvas is cut into blocks of K = block_length from the prompt end
 candidate region) and later *fully activated*; the prompt counts as a finished block. Each iteration, per row:
 
 1. early stop (``d3llm_early_stop``): with an EOS on the canvas, every position after the first one becomes EOS,
-   every block's masks are recounted from the canvas (a count that changed to 0 fully activates its block)
+   every block's masks are recounted from the canvas (a count that changed to 0 fully activates its block; the
+   LLaDA file recounts only the block holding the EOS and zeroes the later ones, the same counts)
    and the blocks not yet added are added, finished; a canvas without masks ends the row;
 2. a block whose predecessor's decoded share (1 - masks / K, counted from the commits) is
    >= ``d3llm_decoded_token_threshold`` is fully activated;
@@ -38,6 +39,13 @@ before it can be). False takes the candidates after the fill.
 NFE: ``nfe`` counts the forwards a row ran; ``nfe_official`` the authors' count, loop iterations, which is one
 more when early stop leaves no mask (that iteration runs no forward). Rows are independent: each keeps its own
 blocks, a finished row leaves the batch's forwards, and T > 0 noise is drawn per row for its candidates only.
+
+LoPA (zhijie-group/LoPA@433177a, lookahead branches over the same progressive blocks on Dream) is not registered.
+Its reference runs on a CPU with tiny-dream (tests/backends/fixtures/scripts/make_lopa_fixture.py, outputs in
+lopa_official.json): gen 32, block 8, two branches: 27 rounds and 75 forwards for one prompt, while another has
+not finished after 300 forwards (10-11 masks left in every forward; the authors' round limit is commented out).
+Its tokens depend on its shared prefix KV cache of finished blocks under full attention (cached keys and values
+are not recomputed), so a port that matches them needs that cache as well as the branch loop; not done yet.
 
 Shapes: B rows, L canvas length, G gen_length, K block_length, N = G / K blocks, V vocabulary.
 """
