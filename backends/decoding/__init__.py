@@ -21,6 +21,8 @@ _DECODERS = {
     "dinfer": ("mdm:dinfer_threshold", "mdm:dinfer_credit", "mdm:dinfer_hierarchy", "dream:dinfer_threshold",
                "dream:dinfer_credit", "dream:dinfer_hierarchy"),
     "d2cache": ("mdm:d2cache", "dream:d2cache"),
+    "d3llm": ("mdm:d3llm", "dream:d3llm"),
+    "eb_sampler": ("mdm:eb_sampler", "dream:eb_sampler"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),
     "block": ("block:low_confidence", "block:low_confidence_static", "block:low_confidence_dynamic",
