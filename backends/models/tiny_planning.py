@@ -31,6 +31,8 @@ INITIAL: dict[str, tuple[str, dict]] = {
                              "mlp_hidden_size": 512, "max_sequence_length": 512}),
     "tiny-sdar": ("sdar", {"hidden_size": 192, "head_dim": 32, "num_attention_heads": 6, "num_key_value_heads": 2,
                            "num_hidden_layers": 4, "intermediate_size": 512, "max_position_embeddings": 512}),
+    "tiny-dream-sudoku": ("dream", {"hidden_size": 192, "num_attention_heads": 6, "num_key_value_heads": 2,
+                                    "num_hidden_layers": 4, "intermediate_size": 512, "max_position_embeddings": 512}),
 }
 INITIAL["tiny-llada-long"] = INITIAL["tiny-llada"]
 TRAINED = {name: INITIAL[name] for name in ("tiny-llada", "tiny-sdar", "tiny-llada-long")}
