@@ -1,5 +1,6 @@
-"""Initial (untrained) checkpoints of the project's *trained* tiny models: the shipped ``tiny-llada`` and
-``tiny-sdar`` (Sudoku), and ``tiny-llada-long`` (long addition written column by column, 154-token answers).
+"""Initial (untrained) checkpoints of the project's *trained* tiny models: the shipped ``tiny-llada``,
+``tiny-sdar`` and ``tiny-dream-sudoku`` (Sudoku), and ``tiny-llada-long`` (long addition written column by
+column, 154-token answers).
 
 They differ from the random test checkpoints of :mod:`.tiny` in two ways: a few million parameters instead
 of a few thousand, and a BPE tokenizer trained on the planning suites' train prompts and gold answers, so
@@ -31,12 +32,15 @@ INITIAL: dict[str, tuple[str, dict]] = {
                              "mlp_hidden_size": 512, "max_sequence_length": 512}),
     "tiny-sdar": ("sdar", {"hidden_size": 192, "head_dim": 32, "num_attention_heads": 6, "num_key_value_heads": 2,
                            "num_hidden_layers": 4, "intermediate_size": 512, "max_position_embeddings": 512}),
+    "tiny-dream-sudoku": ("dream", {"hidden_size": 192, "num_attention_heads": 6, "num_key_value_heads": 2,
+                                    "num_hidden_layers": 4, "intermediate_size": 512, "max_position_embeddings": 512}),
 }
 INITIAL["tiny-llada-long"] = INITIAL["tiny-llada"]
-TRAINED = {name: INITIAL[name] for name in ("tiny-llada", "tiny-sdar", "tiny-llada-long")}
+TRAINED = {name: INITIAL[name] for name in ("tiny-llada", "tiny-sdar", "tiny-llada-long", "tiny-dream-sudoku")}
 """The shipped trained models (configs/models/<name>/ holds their weights, recipe and log); a model joins once
 its weights are shipped."""
-TRAINED_ON = {"tiny-llada": "sudoku", "tiny-sdar": "sudoku", "tiny-llada-long": "long_addition"}
+TRAINED_ON = {"tiny-llada": "sudoku", "tiny-sdar": "sudoku", "tiny-llada-long": "long_addition",
+              "tiny-dream-sudoku": "sudoku"}
 """The benchmark each trained model learned (its recipe's suite)."""
 BYTE_LEVEL = frozenset({"tiny-llada-long"})
 """Models whose tokenizer is the bare byte-level one (one token per character), not the planning BPE."""

@@ -119,3 +119,29 @@ def test_the_long_canvas_model_adds_six_digit_numbers_in_writing(tmp_path):
     assert json.loads(run.read_text())["metrics"]["long_addition"]["accuracy"]["value"] >= 0.75
     rows = [json.loads(line) for line in (run.parent / "samples.jsonl").read_text().splitlines()]
     assert all(len(row["completion"]) >= 150 for row in rows if row["passed"])
+
+
+def test_tiny_dream_sudoku_predicts_each_token_from_the_position_before():
+    """Dream's shifted layout, learned by the SFT: with every other of the 16 digits of 16 gold Sudoku answers
+    masked, the masked digits are read from the hidden state one position earlier (the decoders' read); the
+    unshifted read (LLaDA's) gives the digit after instead, never the same within a row."""
+    import torch
+
+    from dare.trainers.training.data import train_items
+    from dare.trainers.training.rollout import Verifiers, supervised_batch
+
+    spec = config.model("tiny-dream-sudoku")
+    engine = TorchEngine(EngineContext(model_name="tiny-dream-sudoku", model_spec=spec, options={"dtype": "float32"}))
+    batch = supervised_batch(engine, train_items("sudoku")[:16], Verifiers(), True, 32)
+    hidden = torch.zeros_like(batch.completion_ids, dtype=torch.bool)
+    hidden[:, 1:17:2] = True  # canvas: "<answer>\n", 16 digits, "\n</answer>", EOS padding
+    canvas = batch.completion_ids.masked_fill(hidden, engine.model.mask_id)
+    tokens = torch.cat([batch.prompt_ids, canvas], 1)
+    valid = torch.cat([batch.prompt_mask, torch.ones_like(hidden)], 1)
+    with torch.no_grad():
+        logits = engine.model.net(tokens, (valid.long().cumsum(1) - 1).clamp(min=0),
+                                  valid[:, None, None, :] | torch.eye(tokens.shape[1], dtype=torch.bool))
+    start = batch.prompt_ids.shape[1]
+    right = {shift: float((logits[:, start - shift:tokens.shape[1] - shift].argmax(-1)
+                           == batch.completion_ids)[hidden].float().mean()) for shift in (0, 1)}
+    assert right[1] > 0.95 and right[0] < 0.2, right
