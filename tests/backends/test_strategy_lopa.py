@@ -4,7 +4,9 @@ Fixture tests/backends/fixtures/lopa_official.json (regenerate with fixtures/scr
 zhijie-group/LoPA (commit 433177a608dee8901bae0e7c02f9b6f341a6f6d0) ``DreamLoRA._generate_enhanced_speculative``
 (scale_dream_d2f/scale_dream_d2f.py) with its own Dream class and shared prefix KV cache, on the shipped
 tiny-dream (random weights, float32), greedy, batch 1 there; here each setting decodes its prompts as one batch.
-Two of its six runs never finish (they commit the mask token itself; the authors' round limit is commented out).
+Three of its twelve runs never finish (they commit the mask token itself; the authors' round limit is commented
+out). Mutations watched failing the parity test: look-ahead off, the prefix cache off (every forward over the
+whole branch), k - 1 look-ahead branches, ceil in place of floor for the share of masks averaged.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "lopa_official.json").read_text())
-KEYS = ("gen_length", "block_length", "branching_factor", "skip_threshold", "block_add_threshold")
+KEYS = ("gen_length", "block_length", "branching_factor", "skip_threshold", "block_add_threshold", "branch_topp",
+        "selection_conf_alpha", "sampling_strategy")
+CONFIDENCE = {"neg_entropy": "neg_entropy", "margin": "margin", "default": "probability"}  # the authors' names
 SETTINGS = sorted({tuple(c[k] for k in KEYS) for c in OFFICIAL["cases"]})
 FINISHED = [c for c in OFFICIAL["cases"] if c["finished"]]
 
@@ -40,7 +44,9 @@ def dream():
 def _decode(model, cases, name="dream:lopa", temperature=0.0, seeds=None, **extra):
     first = cases[0]
     extra = {"lopa_branching_factor": first["branching_factor"], "lopa_skip_threshold": first["skip_threshold"],
-             "lopa_block_add_threshold": first["block_add_threshold"], **extra} if name == "dream:lopa" else {}
+             "lopa_block_add_threshold": first["block_add_threshold"], "lopa_branch_topp": first["branch_topp"],
+             "lopa_selection_conf_alpha": first["selection_conf_alpha"],
+             "lopa_confidence": CONFIDENCE[first["sampling_strategy"]], **extra} if name == "dream:lopa" else {}
     cfg = DecodingConfig(gen_length=first["gen_length"], steps=first["gen_length"], block_length=first["block_length"],
                          remasking=name.split(":")[1], extra=extra, temperature=temperature)
     canvas = Canvas.build([c["prompt_ids"] for c in cases], cfg.gen_length, model.mask_id, model.pad_id, "cpu")
@@ -49,7 +55,7 @@ def _decode(model, cases, name="dream:lopa", temperature=0.0, seeds=None, **extr
         return decoders.get(name)(model, canvas, cfg, gens)
 
 
-@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: f"g{s[0]}-b{s[1]}-k{s[2]}-skip{s[3]}-add{s[4]}")
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: "-".join(map(str, s)))
 def test_tokens_and_rounds_equal_the_authors_code_batched(dream, setting):
     cases = [c for c in OFFICIAL["cases"] if tuple(c[k] for k in KEYS) == setting]
     ours = _decode(dream, cases)
@@ -62,9 +68,12 @@ def test_tokens_and_rounds_equal_the_authors_code_batched(dream, setting):
         assert case["rounds"] < case["forwards"] < (case["branching_factor"] + 1) * case["rounds"]
 
 
-def test_the_fixture_covers_both_branching_factors_and_block_sizes():
-    assert {c["branching_factor"] for c in FINISHED} == {2, 3} and len(FINISHED) == 6
+def test_the_fixture_covers_the_settings_that_change_the_choice():
+    assert {c["branching_factor"] for c in FINISHED} == {2, 3} and len(FINISHED) == 9
     assert {c["block_length"] for c in FINISHED} == {8, 16} and {c["block_add_threshold"] for c in FINISHED} == {0.1, 1}
+    assert {c["gen_length"] for c in FINISHED} == {16, 32} and {c["branch_topp"] for c in FINISHED} == {0.5, 1}
+    assert {c["selection_conf_alpha"] for c in FINISHED} == {0, 0.5}
+    assert {c["sampling_strategy"] for c in FINISHED} == {"neg_entropy", "margin"}
 
 
 def test_a_run_that_never_finishes_stops_at_the_cap_with_masks_left(dream):
@@ -83,14 +92,15 @@ def test_tokens_differ_from_plain_decoding(dream):
             assert _decode(dream, [case], plain).tokens[0].tolist() != case["tokens"]
 
 
-def test_without_look_ahead_the_tokens_change(dream):
+def test_without_look_ahead_the_tokens_and_rounds_change(dream):
     # branching below 2 is D2F decoding with the same cache: one branch, one forward a round
     for case in FINISHED:
         off = _decode(dream, [case], lopa_branching_factor=0)
         assert _decode(dream, [case], lopa_branching_factor=1).tokens.tolist() == off.tokens.tolist()
         assert off.nfe.item() == off.nfe_official.item() - 1
-    changed = [_decode(dream, [c], lopa_branching_factor=0).tokens[0].tolist() != c["tokens"] for c in FINISHED]
-    assert all(changed)
+        # alpha 0.5: the base (creation confidence 1) beats every look-ahead (negative entropy <= 0) here
+        assert (off.tokens[0].tolist() != case["tokens"]) == (case["selection_conf_alpha"] == 0)
+        assert off.nfe_official.item() > case["rounds"] or case["selection_conf_alpha"] > 0
 
 
 def test_the_quirk_off_spawns_one_branch_fewer(dream):
