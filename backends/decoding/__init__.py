@@ -22,6 +22,7 @@ _DECODERS = {
                "dream:dinfer_credit", "dream:dinfer_hierarchy"),
     "d2cache": ("mdm:d2cache", "dream:d2cache"),
     "d3llm": ("mdm:d3llm", "dream:d3llm"),
+    "lopa": ("dream:lopa",),
     "eb_sampler": ("mdm:eb_sampler", "dream:eb_sampler"),
     "dream": ("dream:origin", "dream:maskgit_plus", "dream:low_confidence", "dream:topk_margin", "dream:margin",
               "dream:entropy"),

@@ -40,12 +40,7 @@ NFE: ``nfe`` counts the forwards a row ran; ``nfe_official`` the authors' count,
 more when early stop leaves no mask (that iteration runs no forward). Rows are independent: each keeps its own
 blocks, a finished row leaves the batch's forwards, and T > 0 noise is drawn per row for its candidates only.
 
-LoPA (zhijie-group/LoPA@433177a, lookahead branches over the same progressive blocks on Dream) is not registered.
-Its reference runs on a CPU with tiny-dream (tests/backends/fixtures/scripts/make_lopa_fixture.py, outputs in
-lopa_official.json): gen 32, block 8, two branches: 27 rounds and 75 forwards for one prompt, while another has
-not finished after 300 forwards (10-11 masks left in every forward; the authors' round limit is commented out).
-Its tokens depend on its shared prefix KV cache of finished blocks under full attention (cached keys and values
-are not recomputed), so a port that matches them needs that cache as well as the branch loop; not done yet.
+LoPA's lookahead branches over the same kind of progressive blocks are :mod:`.lopa` (``dream:lopa``).
 
 Shapes: B rows, L canvas length, G gen_length, K block_length, N = G / K blocks, V vocabulary.
 """
