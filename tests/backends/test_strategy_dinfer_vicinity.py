@@ -79,6 +79,25 @@ def test_tokens_and_nfe_equal_the_authors_vicinity_loop_batched(llada, cases):
     assert (ours.nfe <= ours.nfe_official).all()
 
 
+def test_forwards_and_windows_are_the_authors_less_those_on_a_filled_block(llada, monkeypatch):
+    """Per prompt alone: the forwards run (full or window [l, r)) are the authors' in order, less the ones their
+    unrolled rounds run on a filled block, which are exactly the ones nfe_official adds."""
+    calls = []
+    forwards = dinfer_vicinity.VicinityForwards
+    full, window = forwards._full, forwards._window
+    monkeypatch.setattr(forwards, "_full", lambda self, x, *a: calls.append(["full", 0, x.shape[1]]) or
+                        full(self, x, *a))
+    monkeypatch.setattr(forwards, "_window", lambda self, x, rows, cols, left, width: calls.append(
+        ["window", int(left[0]), int(left[0]) + width]) or window(self, x, rows, cols, left, width))
+    for cases in _groups():
+        for case in cases:
+            calls.clear()
+            ours = _vicinity(llada, [case])
+            theirs = iter(case["calls"])
+            assert all(call in theirs for call in calls)  # in order: a subsequence of theirs
+            assert len(calls) == ours.nfe.item() and len(case["calls"]) - len(calls) == case["nfe"] - ours.nfe.item()
+
+
 def test_the_refresh_and_window_change_the_tokens(llada):
     """The fixture's cases run refreshes and windows, and on some the tokens differ from the uncached decoder's."""
     assert sum(c["cache_updates"] for c in OFFICIAL["llada"]) > 0
