@@ -35,13 +35,10 @@ but the mask makes their loop repeat forever; here that row commits its best non
 batched benchmark right-pads prompts with the mask token; here rows are left-padded and decode as alone.
 Dream (shifted logits) runs as their ``use_shift`` loop (``ShiftDiffusionIteration``).
 
-Not implemented: the vicinity KV refresh (``VicinityCacheIteration``) and iteration smoothing. Their dense
-model file (model/modeling_llada.py) needs no vllm, but the refresh is part of their loop (a full pass on a new
-block or every ``cache_update_freq`` iterations, then a forward of the window [s - prefix_look, e + after_look)
-over the cached K/V), while a ``@kv_cache`` here replaces the forward of the Fast-dLLM block loop and its rules:
-registered that way it would run dInfer's window on another loop. The faithful form, the window inside this
-module's loop with parity against ``VicinityCacheDiffusionLLM`` on their model file, was not done. Smoothing
-needs ``h2e``, which their dense LLaDA lacks.
+``dinfer_cache=vicinity`` (LLaDA; :mod:`.dinfer_vicinity`) runs their ``VicinityCacheIteration`` in this loop:
+warm-up full forwards, a full refresh storing K/V on a new block, then forwards of a window around the block over
+the stored K/V; tokens and ``nfe_official`` equal ``VicinityCacheDiffusionLLM``'s. Not implemented: iteration
+smoothing, which needs ``h2e``, absent from their dense LLaDA.
 Shapes: B rows, R rows in a forward, L canvas length, K block length, V vocabulary, G gen_length.
 """
 
@@ -61,6 +58,7 @@ from .common import (
     top_count,
 )
 from .dinfer_rules import CreditMemory, hierarchy_commit, threshold_commit
+from .dinfer_vicinity import NoVicinityOptions, VicinityOptions
 from .mdm import CPU_TOKENS_PER_FORWARD
 from .spec import decoder
 from .stats import greedy_stats
@@ -75,6 +73,10 @@ class DinferOptions(LoopOptions):
     dinfer_expected_tpf: int = Field(8, ge=1)
     dinfer_max_unroll: int = Field(4, ge=1)
     dinfer_official_quirk: bool = True
+
+    def forwards(self) -> type | None:
+        """The iteration's forwards other than one forward of the whole canvas (None: that one)."""
+        return None
 
 
 class DinferThresholdOptions(DinferOptions):
@@ -134,6 +136,22 @@ def _window_logits(model, canvas: Canvas, x: torch.Tensor, rows: torch.Tensor, c
     return torch.cat(out)
 
 
+class CanvasForwards:
+    """dInfer's uncached iteration (``BaseDiffusionIteration``): one forward of the whole canvas per pass, each
+    pass an iteration; a round's iterations after the block filled are one forward each."""
+
+    def __init__(self, model, canvas: Canvas, opts: DinferOptions):
+        self.model, self.canvas = model, canvas
+        self.ended: torch.Tensor | None = None
+
+    def __call__(self, x, rows, blocks, cols, span) -> torch.Tensor:
+        self.ended = torch.ones_like(rows, dtype=torch.bool)
+        return _window_logits(self.model, self.canvas, x, rows, cols)
+
+    def skip(self, rows, blocks, iterations) -> torch.Tensor:
+        return iterations
+
+
 def _unstick(commit, x0, logits, masked, mask_id):
     """Rows that would commit no token but the mask (their loop would repeat the same forward forever) commit
     their most probable non-mask proposal instead."""
@@ -162,12 +180,14 @@ def _early_stop(x: torch.Tensor, rows: torch.Tensor, lo: torch.Tensor, hi: torch
 
 def decode_dinfer(model, canvas: Canvas, cfg, opts: DinferOptions, gens: list[torch.Generator], rule) -> DecodeResult:
     """Run dInfer's block loop with ``rule(logits (R,K,V), masked (R,K), rows (R,), blocks (R,), memory, gens, cfg,
-    opts, model) -> (commit (R,K), x0 (R,K))`` on the rows that still decode, each in its own block."""
+    opts, model) -> (commit (R,K), x0 (R,K))`` on the rows that still decode, each in its own block; one pass (a
+    forward and its commit round) per row and turn, an iteration being one pass or, for a vicinity refresh, two."""
     x = canvas.tokens.clone()
     batch, gen, k, start, device = x.shape[0], cfg.gen_length, cfg.block_length, canvas.gen_start, x.device
     blocks = RowBlocks(canvas.prompt_len, gen, k, opts.dinfer_align_first_block)
+    forwards = (opts.forwards() or CanvasForwards)(model, canvas, opts)
     block = torch.zeros(batch, dtype=torch.long, device=device)
-    left = torch.zeros_like(block)  # forwards left in each row's unrolled round
+    left = torch.zeros_like(block)  # iterations left in each row's unrolled round
     nfe, skipped = torch.zeros_like(block), torch.zeros_like(block)
     live = torch.ones(batch, dtype=torch.bool, device=device)
     commit_step = torch.full((batch, gen), -1, dtype=torch.long, device=device)
@@ -182,7 +202,8 @@ def decode_dinfer(model, canvas: Canvas, cfg, opts: DinferOptions, gens: list[to
         fresh = left[rows] == 0
         left[rows] = torch.where(fresh, (masked.sum(-1) // opts.dinfer_expected_tpf).clamp(1, opts.dinfer_max_unroll),
                                  left[rows])
-        logits = _window_logits(model, canvas, x, rows, cols)
+        lead = blocks.lead[rows] * (block[rows] == 0)  # the aligned first block starts inside the prompt
+        logits = forwards(x, rows, block[rows], cols, (start + lo - lead, start + hi))
         commit, x0 = rule(logits, masked, rows, block[rows], memory, [gens[r] for r in rows.tolist()], cfg, opts,
                           model)
         commit, x0 = _unstick(commit & masked & (x0 != model.mask_id), x0, logits, masked, model.mask_id)
@@ -190,12 +211,12 @@ def decode_dinfer(model, canvas: Canvas, cfg, opts: DinferOptions, gens: list[to
         x[rows[r], cols[r, c]] = x0[r, c]
         commit_step[rows[r], cols[r, c] - start] = nfe[rows[r]]
         nfe[rows] += 1
-        left[rows] -= 1
+        left[rows] -= forwards.ended.long()
         full = ~((x[rows[:, None], cols] == model.mask_id) & inside).any(-1)
         done = rows[full]
-        skipped[done] += left[done]  # their round still runs these forwards; they commit nothing
+        skipped[done] += forwards.skip(done, block[done], left[done])  # their round still runs these; no commits
         left[done] = 0
-        lead = blocks.lead[done] * (block[done] == 0) if opts.dinfer_official_quirk else 0  # the prompt tail too
+        lead = lead[full] if opts.dinfer_official_quirk else 0  # the prompt tail too
         stop = _early_stop(x, done, start + lo[full] - lead, start + hi[full], start + gen, model.eos_id)
         block[done] += 1
         live[done] = ~stop & (block[done] < blocks.count[done])
@@ -212,8 +233,8 @@ def _tau(cfg, opts: DinferOptions) -> float:
 
 
 READS = COMMON | {"threshold"}
-NFE = ("one per forward of the canvas; a block ends when full. nfe_official: dInfer's count, which adds the "
-       "forwards an unrolled round runs after its block filled")
+NFE = ("one per forward of the canvas (dinfer_cache=vicinity: or of the block's window); a block ends when full. "
+       "nfe_official: dInfer's count, which adds the forwards an unrolled round runs after its block filled")
 
 
 
@@ -238,9 +259,34 @@ def dinfer_hierarchy(logits, masked, rows, keys, memory, gens, cfg, opts: Dinfer
     return commit, x0
 
 
-for _family in ("mdm", "dream"):
-    for _rule, _options, _text in ((dinfer_threshold, DinferThresholdOptions, THRESHOLD_DINFER),
-                                   (dinfer_credit, DinferCreditOptions, THRESHOLD_DINFER),
-                                   (dinfer_hierarchy, DinferHierarchyOptions, THRESHOLD_HIERARCHY)):
-        decoder(f"{_family}:{_rule.__name__}", loop=decode_dinfer, reads=READS, options=_options,
+class LladaThresholdOptions(VicinityOptions, DinferThresholdOptions):
+    """The threshold rule's options and the vicinity cache's."""
+
+
+class LladaCreditOptions(VicinityOptions, DinferCreditOptions):
+    """The credit rule's options and the vicinity cache's."""
+
+
+class LladaHierarchyOptions(VicinityOptions, DinferHierarchyOptions):
+    """The hierarchy rule's options and the vicinity cache's."""
+
+
+class DreamThresholdOptions(NoVicinityOptions, DinferThresholdOptions):
+    """The threshold rule's options; no vicinity cache."""
+
+
+class DreamCreditOptions(NoVicinityOptions, DinferCreditOptions):
+    """The credit rule's options; no vicinity cache."""
+
+
+class DreamHierarchyOptions(NoVicinityOptions, DinferHierarchyOptions):
+    """The hierarchy rule's options; no vicinity cache."""
+
+
+for _rule, _llada, _dream, _text in (
+        (dinfer_threshold, LladaThresholdOptions, DreamThresholdOptions, THRESHOLD_DINFER),
+        (dinfer_credit, LladaCreditOptions, DreamCreditOptions, THRESHOLD_DINFER),
+        (dinfer_hierarchy, LladaHierarchyOptions, DreamHierarchyOptions, THRESHOLD_HIERARCHY)):
+    for _family, _family_options in (("mdm", _llada), ("dream", _dream)):
+        decoder(f"{_family}:{_rule.__name__}", loop=decode_dinfer, reads=READS, options=_family_options,
                 rules={"threshold": _text}, nfe=NFE)(_rule)

@@ -253,7 +253,8 @@ def test_options_reads_and_families():
     assert credit.Options().identity() == {
         "record_trajectory": False, "dinfer_threshold": 0.9, "dinfer_align_first_block": True,
         "dinfer_expected_tpf": 8, "dinfer_max_unroll": 4, "dinfer_official_quirk": True, "dinfer_float64": False,
-        "dinfer_credit_alpha": 0.7, "dinfer_boost_gamma": 0.2, "dinfer_decay_beta": 0.8}
+        "dinfer_credit_alpha": 0.7, "dinfer_boost_gamma": 0.2, "dinfer_decay_beta": 0.8, "dinfer_cache": "none",
+        "dinfer_prefix_look": 16, "dinfer_after_look": 16, "dinfer_warmup_steps": 4, "dinfer_cache_update_freq": None}
     assert hierarchy.Options().identity()["dinfer_low_threshold"] == 0.4
     assert "dinfer_float64" not in hierarchy.Options.model_fields
     for spec in (threshold, credit, hierarchy):
