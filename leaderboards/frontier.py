@@ -227,14 +227,15 @@ def _read_nfe(run: LoadedRun) -> dict[str, tuple[int, int]]:
 def _label(record: RunRecord) -> str:
     """``klass``, ``fastdllm · low_confidence · dual · threshold 0.9``: the engine when not torch, the
     decoder's rule (its registry name after the last colon; the full name is in the page's table), then
-    the strategy fields set away from their defaults."""
+    the strategy fields set away from their defaults (``steps`` only where the decoder reads it)."""
     decoding = record.decoding
     parts = [record.backend.name] if record.backend.name not in UNNAMED_ENGINES else []
     parts.append((record.decoder.name if record.decoder else decoding.remasking).rsplit(":", 1)[-1])
     if decoding.cache != _DEFAULTS.cache:
         parts.append(decoding.cache)
     parts += [f"{name} {getattr(decoding, name):g}" for name in LABELLED_VALUES if getattr(decoding, name) is not None]
-    if decoding.steps != decoding.gen_length:
+    read = record.decoding_fields  # None: every field (records written before the read fields were recorded)
+    if decoding.steps != decoding.gen_length and (read is None or "steps" in read):
         parts.append(f"steps {decoding.steps}")
     return " · ".join(parts)
 

@@ -72,11 +72,12 @@ def _page_rows(html: str) -> dict[str, dict[str, str]]:
     rows = {}
     for row in re.findall(r"<tr data-run=.*?</tr>", html):
         cells = [unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
-        rows[cells[-1]] = {"accuracy": cells[2], "tokens_per_s": cells[5], "ratio": cells[6], "nfe_per_token": cells[7]}
+        rows[cells[-1]] = {"accuracy": cells[2], "tokens_per_s": cells[5], "ratio": cells[6], "nfe_per_token": cells[7],
+                           "label": " ".join(cells[:2])}
     return rows
 
 
-@pytest.mark.parametrize("model", ["tiny-llada", "tiny-sdar"])
+@pytest.mark.parametrize("model", ["tiny-llada", "tiny-sdar", "tiny-llada-long", "tiny-dream-sudoku"])
 def test_shipped_frontier_records_rebuild_the_figures_of_their_json(model, tmp_path):
     """The page reads tokens/s and NFE from run records; decode_frontier.py computed them from the same
     runs its own way. Both must agree for every strategy, and every strategy must score above 0."""
@@ -92,6 +93,8 @@ def test_shipped_frontier_records_rebuild_the_figures_of_their_json(model, tmp_p
         assert float(row["nfe_per_token"]) == pytest.approx(strategy["nfe_per_token"], abs=6e-4), label
         # the page's reference (the default strategy) is the script's <family>:low_confidence
         assert float(row["ratio"]) == pytest.approx(strategy["speedup"], abs=0.011), label
+        if "steps" not in (json.loads((Path(strategy["run_dir"]) / "run.json").read_text())["decoding_fields"]):
+            assert "steps" not in row["label"], label  # a decoder that does not read steps is not labelled by it
 
 
 def test_a_run_replayed_from_the_cache_has_no_speed_but_keeps_its_nfe_point(tmp_path):

@@ -115,8 +115,10 @@ def test_the_readme_picture_script_rebuilds_a_small_png_from_the_shipped_records
     out = tmp_path / "frontier.png"
     assert script["main"](["--records", str(repo / "docs" / "figures" / "frontier"), "--out", str(out)]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["bytes"] == out.stat().st_size < 200_000
-    assert report["pages"] == ["tiny-llada · sudoku", "tiny-sdar · sudoku"] and len(report["machine"]) == 1
+    assert report["pages"] == ["tiny-dream-sudoku · sudoku", "tiny-llada-long · long_canvas", "tiny-llada · sudoku",
+                               "tiny-sdar · sudoku"] and len(report["machine"]) == 1
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report["bytes"] == out.stat().st_size < script["MAX_BYTES_PER_PAGE"] * len(report["pages"])
 
 
 @pytest.fixture(scope="module")
