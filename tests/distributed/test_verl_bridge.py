@@ -86,11 +86,19 @@ def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("algo, arch", [("d1", "llada"), pytest.param("dipo", "sdar", marks=pytest.mark.slow)])
-def test_verl_engine_matches_local_trainer(ray_cluster, tmp_path, vowels_suite, algo, arch):
+# wd1 normalises its weights over a group: the workers see the rows they are sent, so its micro-batches hold
+# whole groups here (4 rows: one group of 4 per worker); its loss sums tokens, so lr 1e-3 moves it as far as
+# 1e-2 moves d1's token mean
+WD1 = ["--set", "group_size=4", "--set", "micro_batch_size=4", "--set", "lr=1e-3"]
+
+
+@pytest.mark.parametrize("algo, arch, more", [
+    ("d1", "llada", []), pytest.param("dipo", "sdar", [], marks=pytest.mark.slow), ("wd1", "llada", WD1),
+    ("gdsd", "llada", []), ("unigrpo", "llada", [])])
+def test_verl_engine_matches_local_trainer(ray_cluster, tmp_path, vowels_suite, algo, arch, more):
     suite = vowels_suite
     ckpt = write_tiny_checkpoint(arch, tmp_path / arch, seed=3)
-    common = ["--algo", algo, "--model-path", str(ckpt), "--suite", suite, "--out", str(tmp_path), *STEPS]
+    common = ["--algo", algo, "--model-path", str(ckpt), "--suite", suite, "--out", str(tmp_path), *STEPS, *more]
     assert main([*common, "--run-name", "local"]) == 0
     assert main([*common, "--run-name", "verl", "--engine", "verl"]) == 0
     local, verl = _rows(tmp_path / "local"), _rows(tmp_path / "verl")

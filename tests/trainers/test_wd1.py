@@ -65,3 +65,25 @@ def test_equal_advantages_give_zero_loss_and_huge_ones_stay_finite():
         out = algo.loss(NetPolicy(net), batch, 0)
         out.loss.backward()
         assert check(float(out.loss.detach())) and torch.isfinite(net.flat_grad()).all()
+
+
+@pytest.mark.parametrize("micro", [1, 2, 4])
+def test_micro_batches_that_split_a_group_give_the_whole_batch_gradient(micro):
+    """Per-group weights normalise over the whole group however the trainer cuts the batch: micro-batches of 1,
+    2 or 4 rows (groups of 3) give the gradient of one micro-batch. Over the rows of a micro-batch alone, one row
+    would weigh 1 in both terms and contribute exactly nothing."""
+    from dare.trainers.training.trainer import accumulate_gradients
+
+    case = FIXTURE["cases"][0]
+    _, whole, _ = dare_loss(case, {})
+    net = TinyNet(seed=3)
+    groups = torch.arange(len(FIXTURE["rewards"])) // FIXTURE["group_size"]
+    batch = net_batch(torch.tensor(FIXTURE["prompt_ids"]), torch.tensor(FIXTURE["completion_ids"]), groups,
+                      torch.tensor(FIXTURE["rewards"]), torch.tensor(FIXTURE["completion_mask"]))
+    algo = build_algorithm("wd1")
+    algo.bind("bidirectional")
+    batch.noise = [{"prompt_masked": torch.tensor(case["prompt_masked"])}]
+    batch.advantages = algo.advantages(batch)
+    total, _ = accumulate_gradients(algo, NetPolicy(net), batch, micro, 0)
+    assert total == pytest.approx(len(set(groups.tolist())))
+    assert torch.allclose(net.flat_grad() / total, whole, rtol=1e-5, atol=1e-7)

@@ -11,7 +11,9 @@ clip or KL (``wd1/trainers/rev_grpo_trainer.py`` ``compute_loss``). 8 inner upda
 pass ``--num_iterations 8`` over ``wd1/train.yaml``'s 12). The positive term alone (``wll_P_*.sh``,
 ``rev_grpo_trainer_psr.py``) is ``negative: false``, preset ``wd1_pos_only``. The official softmax spans the
 per-device micro-batch, one group under the shipped settings; ``weights_over: micro_batch`` reproduces it for
-any micro-batch.
+any micro-batch. The local trainer keeps the step's advantages beside the batch, so per-group weights span
+the whole group however micro-batching cuts it; verl's workers see only the rows they are sent, so there a
+micro-batch should hold whole groups (``micro_batch_size`` a multiple of ``group_size``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import Field
 
 from ..advantages import AdvantageName
 from ..api import Algorithm, AlgorithmConfig, Needs, algorithm
+from ..losses.weighted import GROUP_ADVANTAGES
 
 
 class WD1Config(AlgorithmConfig):
@@ -45,3 +48,10 @@ class WD1(Algorithm):
     Config = WD1Config
     policy_loss = "weighted_likelihood"
     default_estimator = "one_step"
+
+    def advantages(self, batch):
+        """The registered advantages (B,), also kept with the group ids in ``batch.extras`` so that each
+        micro-batch normalises its softmax weights over whole groups."""
+        advantages = super().advantages(batch)
+        batch.extras[GROUP_ADVANTAGES] = (batch.group_ids.clone(), advantages.detach().clone())
+        return advantages

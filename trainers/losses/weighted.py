@@ -9,7 +9,9 @@ dim 0 of the per-device batch, which the shipped settings make exactly one group
     w+ = softmax(A),  w- = softmax(-A),  loss_set = -sum_b w+_b S_b + sum_b w-_b S_b   (negative term optional)
 
 No ratio, no clipping, no KL (the YAML's beta and epsilon are never read). The loss is the mean over the sets
-(the official gradient accumulation averages its per-device batches); ``LossOutput.weight`` is their count.
+(the official gradient accumulation averages its per-device batches); ``LossOutput.weight`` is their count. A
+group's weights normalise over the whole group even when micro-batching splits it (the step's advantages are in
+``batch.extras``): otherwise a micro-batch of one row gives w+ = w- = 1 and a loss of exactly 0.
 Shapes: B rows, T completion tokens.
 """
 
@@ -31,6 +33,36 @@ def set_softmax(values: torch.Tensor, sets: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def group_softmax(values: torch.Tensor, groups: torch.Tensor, all_values: torch.Tensor, all_groups: torch.Tensor
+                  ) -> torch.Tensor:
+    """softmax weight of each row's ``values`` (B,) within its whole group: the normaliser runs over every row of
+    the step's batch with the same group id (``all_values``, ``all_groups``: (N,)), so a micro-batch that holds
+    part of a group weights its rows as the whole group would."""
+    out = torch.empty_like(values)
+    for g in torch.unique(groups):
+        normaliser = torch.logsumexp(all_values[all_groups == g].to(values), 0)
+        rows = groups == g
+        out[rows] = torch.exp(values[rows] - normaliser)
+    return out
+
+
+#: ``batch.extras`` key of the whole step's (group_ids (N,), advantages (N,)), set by wd1's ``advantages``
+GROUP_ADVANTAGES = "group_advantages"
+
+
+def _weights(batch: RolloutBatch, adv: torch.Tensor, over: str) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(w+ (B,), w- (B,), sets in this micro-batch): per group over the whole group when the step's batch is
+    known (a group split across micro-batches counts as the share of its rows here), else over the rows here."""
+    full = batch.extras.get(GROUP_ADVANTAGES)
+    if over == "group" and full is not None:
+        groups, values = full
+        sizes = torch.stack([(groups == g).sum() for g in batch.group_ids]).to(adv)
+        return (group_softmax(adv, batch.group_ids, values, groups),
+                group_softmax(-adv, batch.group_ids, -values, groups), float((1.0 / sizes).sum()))
+    sets = batch.group_ids if over == "group" else torch.zeros_like(batch.group_ids)
+    return set_softmax(adv, sets), set_softmax(-adv, sets), float(torch.unique(sets).numel())
+
+
 @policy_loss("weighted_likelihood")
 def weighted_likelihood(algo, policy, batch: RolloutBatch, inner_step: int) -> LossOutput:
     """wd1: -softmax(A)-weighted plus softmax(-A)-weighted sequence log-likelihood sums, per set, then their mean."""
@@ -40,12 +72,10 @@ def weighted_likelihood(algo, policy, batch: RolloutBatch, inner_step: int) -> L
     mask = algo.loss_mask(batch)
     sequence = (est.token_logp * mask).sum(-1)  # S_b (B,)
     adv = batch.advantages.to(sequence.dtype)
-    sets = batch.group_ids if cfg.weights_over == "group" else torch.zeros_like(batch.group_ids)
-    positive = set_softmax(adv, sets)
+    positive, negative, count = _weights(batch, adv, cfg.weights_over)
     loss_rows = -positive * sequence
     if cfg.negative:
-        loss_rows = loss_rows + set_softmax(-adv, sets) * sequence
-    count = float(torch.unique(sets).numel())
+        loss_rows = loss_rows + negative * sequence
     loss = loss_rows.sum() / count
     metrics = {
         "policy_loss": float(loss.detach()),
