@@ -8,6 +8,9 @@ differ from plain low-confidence decoding. The fixture scripts and the tests bui
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import torch
 
 from dare.backends.engines.torch import TorchEngine
@@ -39,3 +42,11 @@ def sudoku_prompt_ids(count: int) -> list[list[int]]:
     bench = config.benchmark("sudoku")
     template = prompts.template(bench.prompt)
     return [engine.prompt_ids(template.render(s)) for s in load_samples(bench.data)[:count]]
+
+
+def assert_dry_run_refused(args: list[str], message: str) -> None:
+    """``dare-eval ARGS --suite sudoku --dry-run`` exits 2 with one line holding ``message``, no traceback."""
+    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

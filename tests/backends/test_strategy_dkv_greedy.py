@@ -28,9 +28,8 @@ from dare.backends.decoding.common import Canvas
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
 
-from .strategy_model import noisy_tiny_llada
+from .strategy_model import assert_dry_run_refused, noisy_tiny_llada
 from .test_strategy_dkv_cache import count_passes
-from .test_strategy_klass import assert_dry_run_refused
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "dkv_greedy_official.json").read_text())
 KEYS = ("gen_length", "steps", "block_length", "cache_reloading_step", "window_size")

@@ -23,7 +23,7 @@ from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
 
-from .test_strategy_klass import assert_dry_run_refused
+from .strategy_model import assert_dry_run_refused
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "dream_klass_official.json").read_text())
 KEYS = ("steps", "conf_threshold", "kl_threshold", "kl_history_length", "unmask_strategy", "temperature", "top_p",

@@ -12,8 +12,6 @@ run (the reference's ``used_steps``): fewer than ``steps`` where stable commits 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,7 @@ from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
 
-from .strategy_model import noisy_tiny_llada
+from .strategy_model import assert_dry_run_refused, noisy_tiny_llada
 
 OFFICIAL = json.loads((Path(__file__).parent / "fixtures" / "klass_official.json").read_text())
 KEYS = ("gen_length", "steps", "block_length", "conf_threshold", "kl_threshold", "kl_history_length")
@@ -81,10 +79,3 @@ def test_options_and_reads(llada):
 def test_bad_combinations_are_one_line_rc_2(args, message):
     assert_dry_run_refused(args, message)
 
-
-def assert_dry_run_refused(args: list[str], message: str) -> None:
-    """``dare-eval ARGS --suite sudoku --dry-run`` exits 2 with one line holding ``message``, no traceback."""
-    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
