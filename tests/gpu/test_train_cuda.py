@@ -1,5 +1,6 @@
-"""GPU checks of the local trainer: one step of d1 (LLaDA) and block SFT / DiPO (SDAR) on one GPU, and
-FlexAttention block masks in training agreeing with the dense SDPA mask.
+"""GPU checks of the local trainer: one step of d1 (LLaDA) and block SFT / DiPO (SDAR) on one GPU, one step of
+every RL algorithm on the 8B shapes (benchmarks/gpu_train.py), and FlexAttention block masks in training
+agreeing with the dense SDPA mask.
 
 Moderate random checkpoints (hidden 512, 4 layers) so they fit any GPU.
 
@@ -9,6 +10,8 @@ Moderate random checkpoints (hidden 512, 4 layers) so they fit any GPU.
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -54,3 +57,15 @@ def test_flex_block_mask_training_matches_sdpa(tmp_path):
     assert flex["grad_norm"] == pytest.approx(dense["grad_norm"], rel=1e-2)
     print(f"block SFT loss flex {flex['loss']:.6f} vs sdpa {dense['loss']:.6f}; "
           f"update s flex {flex['time'].get('update')} vs sdpa {dense['time'].get('update')}")
+
+
+def test_every_rl_algorithm_takes_one_step_on_the_8b_shapes():
+    """LLaDA-8B's shape for the masked-diffusion algorithms, SDAR-8B's for the block ones, LoRA r128, bf16:
+    every step finishes with a finite loss (times and peak memory are printed, never asserted)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from gpu_train import main as benchmark
+
+    results = benchmark(["--shape", "8b", "--prompts", "2", "--group", "4", "--gen", "64"])["algorithms"]
+    failed = {name: r["error"] for name, r in results.items() if "error" in r}
+    assert not failed, failed
+    assert all(r["loss_finite"] for r in results.values())

@@ -108,6 +108,7 @@ class Uphill:
     groups: torch.Tensor
     metrics: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)  # what a subclass of the probe's trainer measured
 
     @property
     def before(self) -> torch.Tensor:
@@ -228,36 +229,42 @@ def proxy_logp(batch: RolloutBatch, estimator: str) -> torch.Tensor | None:
 
 
 def settings(algorithm: str, model: str, lr: float = LR, seed: int = 0, prompts: int = PROMPTS, group: int = GROUP,
-             temperature: float = TEMPERATURE, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """The probe's run: one step, one inner update, ``prompts`` x ``group`` rollouts at ``temperature``;
-    ``overrides``: more algorithm settings."""
-    algo: dict[str, Any] = {"inner_steps": 1, **(overrides or {})}
+             temperature: float = TEMPERATURE, overrides: dict[str, Any] | None = None,
+             model_path: str | None = None, decoding: dict[str, Any] | None = None,
+             first_inner_only: bool = True) -> TrainConfig:
+    """The probe's run: one step, one inner update (the algorithm's own with ``first_inner_only=False``),
+    ``prompts`` x ``group`` rollouts at ``temperature``; ``overrides``: more algorithm settings;
+    ``model_path``: other weights of ``model``; ``decoding``: the evaluation's fields (default: the probe's)."""
+    algo: dict[str, Any] = {**({"inner_steps": 1} if first_inner_only else {}), **(overrides or {})}
     rollout: dict[str, Any] = {"temperature": temperature}
     if algorithm in ("mdpo", "just_grpo"):  # they sample at their own temperature: set it there
         algo["temperature"], rollout = temperature, {}
     return TrainConfig(algorithm=algorithm, algorithm_settings=algo, suite="sudoku", model=model, steps=1,
                        prompts_per_step=prompts, group_size=group, micro_batch_size=prompts * group, lr=lr,
-                       seed=seed, decoding=DECODING.get(model, {}), rollout_decoding=rollout, evaluate=False,
-                       device="cpu", save_every=1)
+                       seed=seed, decoding=DECODING.get(model, {}) if decoding is None else decoding,
+                       rollout_decoding=rollout, evaluate=False, device="cpu", save_every=1,
+                       **({"model_path": model_path} if model_path else {}))
 
 
 def measure(algorithm: str, model: str, *, flip: bool = False, lr: float = LR, seed: int = 0, prompts: int = PROMPTS,
             group: int = GROUP, temperature: float = TEMPERATURE, overrides: dict[str, Any] | None = None,
-            at_t1: bool = False, run_dir: Path | None = None) -> Uphill:
-    """One probe: build the trainer, run its first step, return the measured :class:`Uphill`."""
+            at_t1: bool = False, run_dir: Path | None = None, config: TrainConfig | None = None,
+            trainer_cls: type[LocalTrainer] | None = None) -> Uphill:
+    """One probe: build the trainer, run its first step, return the measured :class:`Uphill`. ``config``
+    replaces :func:`settings`' run; ``trainer_cls``: a subclass of the probe's trainer."""
     began = time.perf_counter()
-    config = settings(algorithm, model, lr, seed, prompts, group, temperature, overrides)
+    config = config or settings(algorithm, model, lr, seed, prompts, group, temperature, overrides)
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(trainer_module, "train_items", _train_items):
-        trainer = _ProbeTrainer(config, Path(run_dir or tmp))
+        trainer = (trainer_cls or _ProbeTrainer)(config, Path(run_dir or tmp))
         trainer.flip, trainer.at_t1 = flip, at_t1
         row = trainer.step(0)
         trainer.verifiers.close()
     probe, batch = trainer.probe, trainer.probe["batch"]
-    return Uphill(algorithm=algorithm, model=model, flipped=flip, lr=lr,
+    return Uphill(algorithm=algorithm, model=model, flipped=flip, lr=config.lr,
                   temperature=trainer.rollout_decoding.temperature, estimator=trainer.estimator.name,
                   advantages=sequence_advantages(batch), before_tokens=probe["before"],
                   after_tokens=probe["after"], before_t1_tokens=probe["before_t1"],
                   counted=batch.completion_mask.cpu(), proxy=proxy_logp(batch, trainer.estimator.name),
                   groups=batch.group_ids.cpu(),
                   metrics={k: v for k, v in row.items() if isinstance(v, (int, float))},
-                  seconds=time.perf_counter() - began)
+                  seconds=time.perf_counter() - began, extra=probe.get("extra", {}))

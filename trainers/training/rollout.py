@@ -90,6 +90,18 @@ def score(verifier_pool: Verifiers, items: list[TrainItem], gens: list[Generatio
     return rewards, passed, errors
 
 
+def zero_variance_groups(rewards: torch.Tensor, passed: torch.Tensor, k: int) -> dict[str, float]:
+    """The share of prompts whose ``k`` rollouts all got the same reward (a group-centred advantage is 0 for
+    every row: the group teaches nothing), and the share all solved or all failed (the same under a 0/1
+    reward). ``rewards``, ``passed``: (B,), B = prompts x k in prompt order."""
+    if k < 2 or rewards.numel() % k:
+        return {}
+    groups, solved = rewards.view(-1, k), passed.view(-1, k)
+    flat = (groups == groups[:, :1]).all(1).float().mean()
+    return {"zero_variance_groups": float(flat),
+            "zero_variance_groups_solved": float((solved == solved[:, :1]).all(1).float().mean())}
+
+
 def supervised_batch(engine: InProcessEngine, items: list[TrainItem], verifier_pool: Verifiers, count_padding: bool,
                      pad_to: int = 0) -> RolloutBatch:
     """(prompt, gold completion + EOS) pairs, right-padded with the pad id to the longest response or

@@ -37,7 +37,7 @@ from ..state.progress import StepProgress
 from .config import ROLLOUT_DEFAULTS, TrainConfig, resolve_algorithm
 from .data import batch_indices, train_items
 from .policy import ModelPolicy, training_kernel
-from .rollout import Verifiers, score, supervised_batch
+from .rollout import Verifiers, score, supervised_batch, zero_variance_groups
 from .scoring import CompletionScorer
 
 log = logging.getLogger(__name__)
@@ -245,7 +245,8 @@ class LocalTrainer:
         lengths = batch.completion_mask.sum(1).float()
         row.update(reward=float(rewards.mean()), reward_std=float(rewards.std()) if len(rewards) > 1 else 0.0,
                    accuracy=float(passed.float().mean()), completion_length=float(lengths.mean()),
-                   verifier_errors=errors, nfe=float(sum(g.nfe or 0 for g in gens)) / len(gens))
+                   verifier_errors=errors, nfe=float(sum(g.nfe or 0 for g in gens)) / len(gens),
+                   **zero_variance_groups(rewards, passed, self.rollout_decoding.num_samples))
         return batch
 
     def _rollout(self, items, seed: int, count_padding: bool):
