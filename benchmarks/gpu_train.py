@@ -9,9 +9,9 @@ Weights are random (bf16 on CUDA) made on the device from the real config.json s
 config and a byte-level tokenizer), so only time and memory mean anything; Sudoku prompts, ``--gen`` tokens
 decoded in ``--gen`` steps (blocks of 32 for SDAR, or ``--gen`` when shorter). LoRA rank 128 on every linear
 layer by default (d-TreeRPO's recipe; the reference policy is the base with the adapters off, so no second 8B
-copy); ``--lora-rank 0`` trains every weight. ``--shape small`` (hidden 512, 4 layers, the real vocabulary) and ``--shape tiny`` (the tiny random
-models' own configs) run anywhere, the CPU included. The last line is one JSON
-object: per algorithm, the model, seconds per phase of its step, the step's seconds and peak memory (MiB).
+copy); ``--lora-rank 0`` trains every weight. ``--shape small`` (hidden 512, 4 layers, the real vocabulary)
+and ``--shape tiny`` (the tiny random models' own configs) run anywhere, the CPU included. The last line is
+one JSON object: per algorithm, the model, seconds per phase of its step, the step's seconds and peak memory (MiB).
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ then, on one CPU thread (about 2 CPU-minutes per algorithm and seed):
         --runs runs/compare-masked/runs --seeds 0,1,2
 
 Prints (1) per finished run, the share of groups with zero reward variance per step (partial credit, the
-reward trained on; exact solving), and the rollouts' exact accuracy early and late; (2) per algorithm, one
-training step from the start at the comparison's setting: mean ℓ (the exact trajectory log-likelihood of the
-decoding policy at T 1) of the rollouts above / below their group's mean reward before and after the step,
-the gap of Δℓ between them on the trained batch and on held-out batches (the next four steps' prompts, not
-trained on), the mean Δℓ over held-out rows, and the Spearman rank of the algorithm's estimate against ℓ.
+reward trained on; exact solving) and the rollouts' exact accuracy over the first and last ten steps;
+(2) per algorithm, one training step from the start at the comparison's setting: mean ℓ (the exact
+trajectory log-likelihood of the decoding policy at T 1) of the rollouts above / below their group's mean
+reward before and after the step, the gap of Δℓ between them on the trained batch and on held-out batches
+(the next four steps' prompts, not trained on), the mean Δℓ over held-out rows, and the Spearman rank of the
+algorithm's estimate against ℓ. ``--model tiny-sdar`` measures the block comparison's step the same way.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def mean(values: list[float]) -> float:
 
 def signal_table(runs: Path) -> None:
     print("\n| run | steps | zero-variance groups (partial credit) | zero-variance groups (solved) | "
-          "rollout accuracy, steps 1-10 | steps 21-30 |")
+          "rollout accuracy, first 10 steps | last 10 |")
     print("|---|---|---|---|---|---|")
     for run in sorted(p for p in runs.iterdir() if (p / "metrics.jsonl").is_file()):
         rows = group_signal(run)
@@ -43,12 +44,13 @@ def signal_table(runs: Path) -> None:
             continue  # a run recorded before these metrics existed
         zero = mean([r["zero_variance_groups"] for r in rows])
         solved = mean([r["zero_variance_groups_solved"] for r in rows])
-        early, late = mean([r["accuracy"] for r in rows[:10]]), mean([r["accuracy"] for r in rows[20:30]])
+        early, late = mean([r["accuracy"] for r in rows[:10]]), mean([r["accuracy"] for r in rows[-10:]])
         print(f"| {run.name} | {len(rows)} | {zero:.3f} | {solved:.3f} | {early:.3f} | {late:.3f} |")
 
 
-def effect_table(algorithms: list[str], start: Path, seeds: list[int], model: str) -> None:
-    lr, prompts = SETTINGS[model]
+def effect_table(algorithms: list[str], start: Path, seeds: list[int], model: str, prompts: int | None = None,
+                 lr: float | None = None) -> None:
+    lr, prompts = lr or SETTINGS[model][0], prompts or SETTINGS[model][1]
     print(f"\n{model}: one step from the start ({prompts} prompts x {GROUP} at T 1, lr {lr:g}, each algorithm's "
           f"inner updates); held out: {HELD_OUT} x {prompts * GROUP} rollouts of other prompts; mean over seeds "
           f"{seeds} [min, max]\n")
@@ -56,7 +58,7 @@ def effect_table(algorithms: list[str], start: Path, seeds: list[int], model: st
           "mean Δℓ, held out | estimate vs ℓ (Spearman) |")
     print("|---|---|---|---|---|---|---|")
     for algo in algorithms:
-        effects = [step_effect(algo, start, seed, model) for seed in seeds]
+        effects = [step_effect(algo, start, seed, model, prompts, lr) for seed in seeds]
         for e in effects:
             print(f"  {algo} seed {e.seed}: gap {e.step.gap:+.4f}, held out {e.held_gap:+.4f} "
                   f"({e.step.seconds:.0f} s)", flush=True)
@@ -75,17 +77,23 @@ def effect_table(algorithms: list[str], start: Path, seeds: list[int], model: st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--start", type=Path, required=True, help="the comparison's start checkpoint")
+    ap.add_argument("--start", type=Path, help="the comparison's start checkpoint (for --algorithms)")
     ap.add_argument("--runs", type=Path, help="the comparison's runs folder (per-step zero-variance shares)")
     ap.add_argument("--model", default="tiny-llada", choices=sorted(SETTINGS),
                     help="the start's model: tiny-llada (the masked comparison) or tiny-sdar (the block one)")
     ap.add_argument("--algorithms", default="d1,coupled_grpo,rldf", help="comma-separated")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated: the comparison's seeds")
+    ap.add_argument("--prompts", type=int, help="prompts per step (default: the comparison's)")
+    ap.add_argument("--lr", type=float, help="learning rate (default: the comparison's)")
     args = ap.parse_args()
+    if args.algorithms and args.start is None:
+        ap.error("--start is needed to step the algorithms (or pass --algorithms '' for the runs' table alone)")
     torch.set_num_threads(1)
     if args.runs:
         signal_table(args.runs)
-    effect_table(args.algorithms.split(","), args.start, [int(s) for s in args.seeds.split(",")], args.model)
+    if args.algorithms:  # --algorithms "": the runs' table alone
+        effect_table(args.algorithms.split(","), args.start, [int(s) for s in args.seeds.split(",")], args.model,
+                     args.prompts, args.lr)
 
 
 if __name__ == "__main__":

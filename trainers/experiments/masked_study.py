@@ -102,15 +102,18 @@ class StepEffect:
 SETTINGS = {"tiny-llada": (LR, PROMPTS), "tiny-sdar": (1e-4, 8)}
 
 
-def study_config(algorithm: str, start: Path, seed: int, model: str = "tiny-llada") -> TrainConfig:
-    """The comparison's first step of ``algorithm`` on seed ``seed``, from the weights at ``start``."""
-    lr, prompts = SETTINGS[model]
-    return settings(algorithm, model, lr, seed, prompts, GROUP, TEMPERATURE, model_path=str(start), decoding={},
-                    first_inner_only=False)
+def study_config(algorithm: str, start: Path, seed: int, model: str = "tiny-llada", prompts: int | None = None,
+                 lr: float | None = None) -> TrainConfig:
+    """The comparison's first step of ``algorithm`` on seed ``seed``, from the weights at ``start``
+    (``prompts``, ``lr``: another step's size)."""
+    base_lr, base_prompts = SETTINGS[model]
+    return settings(algorithm, model, lr or base_lr, seed, prompts or base_prompts, GROUP, TEMPERATURE,
+                    model_path=str(start), decoding={}, first_inner_only=False)
 
 
-def step_effect(algorithm: str, start: Path, seed: int, model: str = "tiny-llada") -> StepEffect:
-    config = study_config(algorithm, start, seed, model)
+def step_effect(algorithm: str, start: Path, seed: int, model: str = "tiny-llada", prompts: int | None = None,
+                lr: float | None = None) -> StepEffect:
+    config = study_config(algorithm, start, seed, model, prompts, lr)
     return StepEffect(seed, measure(algorithm, model, config=config, trainer_cls=_HeldOutProbe))
 
 
