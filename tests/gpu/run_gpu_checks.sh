@@ -17,8 +17,11 @@ python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.versio
 # against 0.55 s of GPU time over 64 steps on an H200), which hides what the caches save.
 # Every registered LLaDA and Dream strategy runs (about 35 at 256 steps, Info-Gain's 8-way look-ahead the slowest),
 # so the default is one length; GPU_DECODE_LENGTHS="256 1024" adds the long canvas.
-timeout ${GPU_DECODE_TIMEOUT:-420} python3 benchmarks/gpu_decode.py --lengths ${GPU_DECODE_LENGTHS:-256} \
-  --batch ${GPU_DECODE_BATCH:-16} 2>&1 | tee "$OUT/gpu_decode.log"
+# GPU_SKIP_DECODE=1 leaves it out (a call that checks training only: GPU_TESTS=tests/gpu/test_train_cuda.py).
+if [ -z "${GPU_SKIP_DECODE:-}" ]; then
+  timeout ${GPU_DECODE_TIMEOUT:-420} python3 benchmarks/gpu_decode.py --lengths ${GPU_DECODE_LENGTHS:-256} \
+    --batch ${GPU_DECODE_BATCH:-16} 2>&1 | tee "$OUT/gpu_decode.log"
+fi
 # Tests run from a copy without the source folders so imports resolve to the installed package.
 rm -rf /tmp/dare-gpu-tests && mkdir -p /tmp/dare-gpu-tests && cp -r tests benchmarks pyproject.toml /tmp/dare-gpu-tests/
 (cd /tmp/dare-gpu-tests && timeout ${GPU_TEST_TIMEOUT:-300} python3 -m pytest -m gpu -s -q -p no:cacheprovider \
