@@ -51,14 +51,14 @@ def test_held_out_probe_replays_other_prompts_around_the_step(tmp_path):
     """The held-out rows are decoded from the next steps' prompts, scored, and replayed before and after."""
     config = settings("d1", "tiny-llada", prompts=2, group=4)
     u = measure("d1", "tiny-llada", config=config, trainer_cls=_HeldOutProbe, run_dir=tmp_path)
-    extra = u.extra
+    held = u.held_out
     rows = HELD_OUT * 2 * 4
-    assert extra["held_before"].shape == extra["held_after"].shape == (rows,)
-    assert torch.isfinite(extra["held_before"]).all() and (extra["held_before"] < 0).all()
+    assert held["held_before"].shape == held["held_after"].shape == (rows,)
+    assert torch.isfinite(held["held_before"]).all() and (held["held_before"] < 0).all()
     # the step moved the policy on rows it did not train on, and the held-out advantages are group-centred
-    assert (extra["held_after"] - extra["held_before"]).abs().max() > 1e-4
-    assert extra["held_advantages"].view(-1, 4).sum(1).abs().max() < 1e-9
+    assert (held["held_after"] - held["held_before"]).abs().max() > 1e-4
+    assert held["held_advantages"].view(-1, 4).sum(1).abs().max() < 1e-9
     effect = StepEffect(0, u)
-    assert effect.held_shift == pytest.approx(float((extra["held_after"] - extra["held_before"]).mean()))
+    assert effect.held_shift == pytest.approx(float((held["held_after"] - held["held_before"]).mean()))
     assert not any(math.isnan(v) for v in (*effect.before, *effect.after, effect.held_gap))  # both signs present
-    assert not torch.equal(extra["held_before"][:8], u.before)  # other rollouts than the trained batch
+    assert not torch.equal(held["held_before"][:8], u.before)  # other rollouts than the trained batch

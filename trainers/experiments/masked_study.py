@@ -57,7 +57,7 @@ class _HeldOutProbe(_ProbeTrainer):
         before = [trajectory_logp(self.policy, r, temperature) for r, _, _ in held]
         out = super()._update(batch)
         after = [trajectory_logp(self.policy, r, temperature) for r, _, _ in held]
-        self.probe["extra"] = {"held_advantages": torch.cat([a for _, a, _ in held]),
+        self.probe["held_out"] = {"held_advantages": torch.cat([a for _, a, _ in held]),
                                "held_passed": torch.cat([p for _, _, p in held]),
                                "held_before": torch.cat(before), "held_after": torch.cat(after)}
         return out
@@ -87,15 +87,15 @@ class StepEffect:
     @property
     def held_gap(self) -> float:
         """mean Δℓ over held-out rows above their group's mean reward minus that over rows below it."""
-        extra = self.step.extra
-        up, down = self._split(extra["held_after"] - extra["held_before"], extra["held_advantages"])
+        held = self.step.held_out
+        up, down = self._split(held["held_after"] - held["held_before"], held["held_advantages"])
         return up - down
 
     @property
     def held_shift(self) -> float:
         """mean Δℓ over every held-out row (how far the step moves the policy on puzzles it did not see)."""
-        extra = self.step.extra
-        return float((extra["held_after"] - extra["held_before"]).mean())
+        held = self.step.held_out
+        return float((held["held_after"] - held["held_before"]).mean())
 
 
 #: the comparisons' steps: (model, lr, prompts per step); configs/experiments/compare_sudoku_{masked,block}.yaml

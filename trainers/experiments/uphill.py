@@ -108,7 +108,7 @@ class Uphill:
     groups: torch.Tensor
     metrics: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)  # what a subclass of the probe's trainer measured
+    held_out: dict[str, Any] = field(default_factory=dict)  # the held-out rows a subclass of the probe measured
 
     @property
     def before(self) -> torch.Tensor:
@@ -267,4 +267,4 @@ def measure(algorithm: str, model: str, *, flip: bool = False, lr: float = LR, s
                   counted=batch.completion_mask.cpu(), proxy=proxy_logp(batch, trainer.estimator.name),
                   groups=batch.group_ids.cpu(),
                   metrics={k: v for k, v in row.items() if isinstance(v, (int, float))},
-                  seconds=time.perf_counter() - began, extra=probe.get("extra", {}))
+                  seconds=time.perf_counter() - began, held_out=probe.get("held_out", {}))
