@@ -16,11 +16,11 @@ from dare.trainers.training.rollout import zero_variance_groups
 
 
 def test_zero_variance_groups_counts_groups_whose_rows_all_agree():
-    # three prompts x 4 rollouts: rewards equal in groups 0 and 2; solved all-or-none in groups 0 and 1
+    # three prompts x 4 rollouts: rewards equal in groups 0 and 2; solved all-or-none in group 0 only
     rewards = torch.tensor([0.5, 0.5, 0.5, 0.5, 0.2, 0.4, 0.2, 0.2, 1.0, 1.0, 1.0, 1.0])
-    passed = torch.tensor([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0], dtype=torch.bool)
+    passed = torch.tensor([0, 0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 0], dtype=torch.bool)
     out = zero_variance_groups(rewards, passed, 4)
-    assert out == {"zero_variance_groups": pytest.approx(2 / 3), "zero_variance_groups_solved": pytest.approx(2 / 3)}
+    assert out == {"zero_variance_groups": pytest.approx(2 / 3), "zero_variance_groups_solved": pytest.approx(1 / 3)}
     # grouped by 2 instead (the wrong k) the same rows give other shares
     assert zero_variance_groups(rewards, passed, 2)["zero_variance_groups"] == pytest.approx(5 / 6)
     assert zero_variance_groups(rewards, passed, 1) == {} and zero_variance_groups(rewards[:10], passed[:10], 4) == {}
