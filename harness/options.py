@@ -82,7 +82,9 @@ class Capabilities:
     typed_decoding: ``generate(requests, decoding, decoder=, options=)`` takes the decoder and the typed options
     the resolver built (the torch engines), so the run looks its decoder up once;
     decodes_windows: ``decode_window(prompts, states, window, decoding, seeds)`` continues partial canvases for a
-    window of decoding steps (the torch engines; d-TreeRPO's tree rollout).
+    window of decoding steps (the torch engines; d-TreeRPO's tree rollout);
+    likelihood: scores ``log p(continuation | context)`` through registered estimators
+    (:class:`~dare.harness.likelihood.LikelihoodEngine`: likelihood-scored benchmarks, lm-eval, OpenCompass PPL).
     """
 
     reads_completions: bool = False
@@ -94,6 +96,7 @@ class Capabilities:
     typed_decoding: bool = False
     declares_decoding: bool = False
     decodes_windows: bool = False
+    likelihood: bool = False
 
 
 DEFAULT_CAPABILITIES = Capabilities()
