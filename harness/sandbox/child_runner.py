@@ -18,13 +18,23 @@ reference program plus the rewritten assert tests, recording every call of the t
 (run the rewritten tests with the candidate's outputs replayed in place of the calls: no candidate code).
 """
 
+import builtins
 import json
 import math
 import os
 import resource
 import signal
 import sys
-import time
+from signal import ITIMER_PROF, ITIMER_REAL, SIG_UNBLOCK, SIGALRM, SIGPROF, pthread_sigmask, setitimer
+from signal import signal as set_handler
+from time import monotonic, process_time
+
+# Bound here, before any candidate code runs: a program may rebind names in ``builtins`` or patch ``time`` and
+# ``signal``, which would otherwise change how this module encodes its results or keeps its time.
+globals().update({name: getattr(builtins, name) for name in (
+    "type", "isinstance", "issubclass", "getattr", "str", "int", "float", "complex", "bool", "bytes", "bytearray",
+    "list", "tuple", "dict", "set", "frozenset", "len", "format", "zip", "enumerate", "iter", "next", "min", "max",
+    "round")})
 
 OUTPUT_CAP = 32 << 20  # bytes of encoded output per call; beyond it the call counts as an error
 MAX_DEPTH = 200
@@ -39,10 +49,15 @@ def rlimits(argv):
 
 
 class Timeout(BaseException):
-    """Raised by the per-call alarm; a BaseException so ``except Exception`` in candidate code cannot eat it."""
+    """A step over its limit: raised by the alarms, and again after the step when it ran over although it
+    caught the alarm's exception (a limit the candidate can catch is not a limit)."""
+
+
+FIRED = []  # non-empty once an alarm fired during the current step
 
 
 def _alarm(signum, frame):
+    FIRED.append(signum)
     raise Timeout()
 
 
@@ -74,23 +89,48 @@ def enc(x, depth=0):
 
 
 def enc_other(x, t, depth):
-    # Subclasses and numpy values are reduced to their plain value through the base type's own methods.
+    # A value of a subclass of a builtin type is encoded from the builtin storage it holds, read through the
+    # base type's own slots: what a subclass overrides (__iter__, items, __index__, __float__, __str__, __eq__,
+    # ...) never decides the value, as EvalPlus's == reads the stored items too. type(x), never x.__class__.
     np = sys.modules.get("numpy")
-    if np is not None and isinstance(x, (np.ndarray, np.generic)):
+    if np is not None and issubclass(t, (np.ndarray, np.generic)):
         return enc_numpy(np, x)
-    for base, convert in ((bool, bool), (int, int.__index__), (float, float.__float__), (str, str.__str__),
-                          (tuple, tuple), (list, list), (dict, dict), (frozenset, frozenset), (set, set)):
-        if isinstance(x, base):
-            return enc(convert(x), depth + 1)
-    return {"x": str(getattr(t, "__qualname__", "object"))[:80]}
+    for base, stored in STORAGE:
+        if issubclass(t, base):
+            return stored(x, depth)
+    return {"x": type_name(t)}
+
+
+def type_name(t):
+    return str(type.__dict__["__qualname__"].__get__(t))[:80]  # type's own slot: no metaclass property runs
+
+
+def _items(values, depth):
+    return [enc(v, depth + 1) for v in values]
+
+
+# bool cannot be subclassed; each reader takes the builtin storage, whatever the subclass defines.
+STORAGE = (
+    (int, lambda x, d: enc(int.__index__(x), d)),
+    (float, lambda x, d: enc(float.__float__(x), d)),
+    (complex, lambda x, d: enc(complex(complex.real.__get__(x), complex.imag.__get__(x)), d)),
+    (str, lambda x, d: str.__str__(x)),
+    (bytes, lambda x, d: {"b": bytes.hex(x)}),
+    (bytearray, lambda x, d: {"b": bytearray.hex(x)}),
+    (list, lambda x, d: _items(list.__iter__(x), d)),
+    (tuple, lambda x, d: {"t": _items(tuple.__iter__(x), d)}),
+    (dict, lambda x, d: {"d": [[enc(k, d + 1), enc(v, d + 1)] for k, v in dict.items(x)]}),
+    (frozenset, lambda x, d: {"z": _items(frozenset.__iter__(x), d)}),
+    (set, lambda x, d: {"s": _items(set.__iter__(x), d)}),
+)
 
 
 def enc_numpy(np, x):
     # Arrays and numpy scalars keep their type (an array is not a list, np.bool_ is not True): dtype, shape, bytes.
     a = np.asarray(x)
     if a.dtype.kind not in NUMPY_KINDS or a.dtype.fields is not None or a.dtype.subdtype is not None:
-        return {"x": type(x).__name__[:80]}
-    if isinstance(x, np.generic):
+        return {"x": type_name(type(x))}
+    if issubclass(type(x), np.generic):
         return {"n": [a.dtype.str, a.tobytes().hex()]}
     return {"a": [a.dtype.str, list(a.shape), a.tobytes().hex()]}
 
@@ -163,22 +203,44 @@ def encoded_output(value):
     return json.loads(text)
 
 
-def cpu_limited(limit, wall_per_cpu):
-    """Arm the limits of one step: ``limit`` seconds of this process's CPU time (ITIMER_PROF: load on the
-    machine does not stretch it) and a wall-clock alarm ``wall_per_cpu`` times as long, for calls that sleep
-    or block; ``limit`` 0 disarms both."""
-    signal.setitimer(signal.ITIMER_PROF, limit)
-    signal.setitimer(signal.ITIMER_REAL, limit * wall_per_cpu)
+def arm(cpu_s, wall_s):
+    """Arm one step's limits. The handlers are installed and the signals unblocked again first: the program
+    may have ignored, replaced or blocked them since (EvalPlus's time_limit installs its handler per call)."""
+    set_handler(SIGALRM, _alarm)
+    set_handler(SIGPROF, _alarm)
+    pthread_sigmask(SIG_UNBLOCK, (SIGALRM, SIGPROF))
+    FIRED.clear()
+    setitimer(ITIMER_PROF, cpu_s)
+    setitimer(ITIMER_REAL, wall_s)
 
 
-def timed_call(fn, args, kwargs, limit, wall_per_cpu):
-    """``(value, CPU seconds)`` of one call under its limits."""
-    cpu_limited(max(limit, 0.001), wall_per_cpu)
-    start = time.process_time()
+def disarm():
+    setitimer(ITIMER_PROF, 0)
+    setitimer(ITIMER_REAL, 0)
+
+
+def limited(cpu_limit, wall_limit, step, args=(), kwargs=None):
+    """``(step(*args, **kwargs), CPU seconds, wall seconds)`` under ``cpu_limit`` seconds of this process's CPU
+    time (ITIMER_PROF: load does not stretch it) and ``wall_limit`` seconds of wall time (ITIMER_REAL, for
+    steps that sleep or block). Raises Timeout when either alarm fired or either time was over its limit,
+    whatever the step did with the alarm's exception; another exception of the step passes through when the
+    step kept within its limits."""
+    cpu_limit, wall_limit = max(cpu_limit, 0.001), max(wall_limit, 0.001)
+    arm(cpu_limit, wall_limit)
+    cpu0, wall0 = process_time(), monotonic()
     try:
-        return fn(*args, **kwargs), time.process_time() - start
-    finally:
-        cpu_limited(0, 0)
+        try:
+            value = step(*args, **(kwargs or {}))
+        finally:
+            disarm()
+    except BaseException:
+        if FIRED or process_time() - cpu0 > cpu_limit or monotonic() - wall0 > wall_limit:
+            raise Timeout() from None
+        raise
+    cpu, wall = process_time() - cpu0, monotonic() - wall0
+    if FIRED or cpu > cpu_limit or wall > wall_limit:
+        raise Timeout()
+    return value, cpu, wall
 
 
 def load_program(source, name):
@@ -187,16 +249,19 @@ def load_program(source, name):
     return namespace
 
 
+def load_for_calls(job):
+    namespace = load_program(job["program"], "<program>")
+    if job.get("setup"):  # trusted set-up code that builds object inputs (no asserts, no expected values)
+        exec(compile(job["setup"], "<setup>", "exec"), namespace)
+    return namespace, namespace[job["entry_point"]]
+
+
 def run_calls(job, channel):
-    wall_per_cpu = job.get("wall_per_cpu", 1.0)
-    start = time.process_time()
-    cpu_limited(job["load_limit"], wall_per_cpu)
+    """Each call under its CPU limit and its wall limit, the CPU limit times the job's ``wall_scale`` (the
+    machine's load as the parent measured it when the job started; 1 on an idle machine)."""
+    scale, load_limit = job.get("wall_scale", 1.0), job["load_limit"]
     try:
-        namespace = load_program(job["program"], "<program>")
-        if job.get("setup"):  # trusted set-up code that builds object inputs (no asserts, no expected values)
-            exec(compile(job["setup"], "<setup>", "exec"), namespace)
-        fn = namespace[job["entry_point"]]
-        cpu_limited(0, 0)
+        (namespace, fn), load_cpu, load_wall = limited(load_limit, load_limit * scale, load_for_calls, (job,))
     except Timeout:
         channel.send({"load_error": "Timeout", "msg": "program did not finish loading"})
         return
@@ -204,16 +269,15 @@ def run_calls(job, channel):
         channel.send({"load_error": type(exc).__name__[:80], "msg": str(exc)[:300]})
         return
     channel.send({"ready": True})
-    loaded = time.process_time() - start
-    budgets = Budgets(job.get("budgets"), loaded)
+    budgets = Budgets(job.get("budgets"), load_cpu, load_wall, scale)
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
-        limit = budgets.cut(i, limit)
-        if limit <= 0:
+        cpu_limit, wall_limit = budgets.cut(i, limit)
+        if cpu_limit <= 0 or wall_limit <= 0:
             channel.send({"i": i, "timeout": True, "budget": True})
             return
         try:
             args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
-            value, elapsed = timed_call(fn, args, kwargs, limit, wall_per_cpu)
+            value, elapsed, _ = limited(cpu_limit, wall_limit, fn, args, kwargs)
             channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
         except Timeout:
             channel.send({"i": i, "timeout": True})
@@ -224,23 +288,27 @@ def run_calls(job, channel):
 
 
 class Budgets:
-    """CPU-time budgets of consecutive groups of calls, ``[[end_index, seconds], ...]`` (EvalPlus checks base
-    and plus inputs as two processes, each under its own total). Loading the program counts against every
-    group, since each of EvalPlus's processes loads it again."""
+    """Budgets of consecutive groups of calls, ``[[end_index, seconds], ...]``: EvalPlus checks base and plus
+    inputs as two processes, each under its own process timeout. A group is over its budget when its CPU time
+    is, or its wall time is over the budget times the load scale (EvalPlus's timeout counts wall time; the
+    scale keeps load from failing honest code). Loading the program counts against every group, since each of
+    EvalPlus's processes loads it again."""
 
-    def __init__(self, groups, load_s):
-        self.groups, self.load_s = groups or [], load_s
-        self.group, self.group_start = -1, 0.0
+    def __init__(self, groups, load_cpu_s, load_wall_s, scale):
+        self.groups, self.load, self.scale = groups or [], (load_cpu_s, load_wall_s), scale
+        self.group, self.start = -1, (0.0, 0.0)
 
     def cut(self, index, limit):
-        """The call's own limit, cut to what its group has left (0 or less: the group ran out)."""
+        """``(CPU, wall)`` limits of the call: its own, cut to what its group has left (0 or less: spent)."""
         group = next((g for g, (end, _) in enumerate(self.groups) if index < end), None)
         if group is None:
-            return limit
+            return limit, limit * self.scale
         if group != self.group:
-            self.group, self.group_start = group, time.process_time()
-        left = self.groups[group][1] - self.load_s - (time.process_time() - self.group_start)
-        return min(limit, left)
+            self.group, self.start = group, (process_time(), monotonic())
+        budget = self.groups[group][1]
+        cpu_left = budget - self.load[0] - (process_time() - self.start[0])
+        wall_left = budget * self.scale - self.load[1] - (monotonic() - self.start[1])
+        return min(limit, cpu_left), min(limit * self.scale, wall_left)
 
 
 def run_tests(job, channel, site_factory):
@@ -248,7 +316,7 @@ def run_tests(job, channel, site_factory):
     namespace = load_program(job["program"], "<reference>")
     namespace["__dare_site__"] = site_factory(namespace)
     random.seed(job.get("seed", 0))
-    signal.setitimer(signal.ITIMER_REAL, job["test_limit"])
+    setitimer(ITIMER_REAL, job["test_limit"])
     try:
         exec(compile(job["test"], "<test>", "exec"), namespace)
         result = {"passed": True}
@@ -257,7 +325,7 @@ def run_tests(job, channel, site_factory):
     except BaseException as exc:
         result = {"passed": False, **describe_error(exc)}
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        setitimer(ITIMER_REAL, 0)
     channel.send(result)
 
 
@@ -268,13 +336,13 @@ def recorder(job, channel):
         def site(k):
             def call(*args, **kwargs):
                 record = {"site": k, "args": enc([list(args), dict(kwargs)])}
-                start = time.process_time()
+                start = process_time()
                 try:
                     value = target(*args, **kwargs)
                 except Exception as exc:
-                    channel.send({**record, **describe_error(exc), "t": time.process_time() - start})
+                    channel.send({**record, **describe_error(exc), "t": process_time() - start})
                     raise
-                channel.send({**record, "ok": encoded_output(value), "t": time.process_time() - start})
+                channel.send({**record, "ok": encoded_output(value), "t": process_time() - start})
                 return value
             return call
         return site

@@ -40,26 +40,27 @@ EVALPLUS_FLOAT_ATOL = 1e-6  # unsafe_execute: "enforce atol for float comparison
 EVALPLUS_ORACLES = {"evalplus:humaneval": "humaneval", "evalplus:mbpp": "mbpp"}
 
 
-def _opaque_inside(value: Any, depth: int = 0) -> bool:
+def opaque_inside(value: Any, depth: int = 0) -> bool:
+    """Whether a decoded value holds a value of a type the child could not read as plain data."""
     if isinstance(value, Opaque):
         return True
     if depth < 50 and isinstance(value, (list, tuple, PlainSet)):
-        return any(_opaque_inside(v, depth + 1) for v in value)
+        return any(opaque_inside(v, depth + 1) for v in value)
     if depth < 50 and isinstance(value, PlainDict):
-        return any(_opaque_inside(k, depth + 1) or _opaque_inside(v, depth + 1) for k, v in value.pairs)
+        return any(opaque_inside(k, depth + 1) or opaque_inside(v, depth + 1) for k, v in value.pairs)
     return False
 
 
 def equal(out: Any, exp: Any) -> bool:
-    return not _opaque_inside(out) and bool(out == exp)
+    return not opaque_inside(out) and bool(out == exp)
 
 
 def truthy(out: Any, exp: Any) -> bool:
-    return not _opaque_inside(out) and bool(out)
+    return not opaque_inside(out) and bool(out)
 
 
 def falsy(out: Any, exp: Any) -> bool:
-    return not _opaque_inside(out) and not bool(out)
+    return not opaque_inside(out) and not bool(out)
 
 
 ORACLES: dict[str, Callable[[Any, Any], bool]] = {"eq": equal, "truthy": truthy, "falsy": falsy}

@@ -28,15 +28,12 @@ END_S = 1.0  # after its last test: the end records and the exit, which run no c
 ENCODE_RATE = 256 << 10  # bytes/s of a record: the child's encoding and sending on a heavily loaded machine
 
 
-# A test's limit is on the CPU time of its call, which load on the machine does not stretch, so a verdict
-# does not depend on what else runs; its wall clock may run this many times longer (a machine loaded
-# fourfold) before the child's backstop alarm, which stops calls that sleep or block.
-WALL_PER_CPU = 4.0
 
 
 def step_limit(limit_s: float, record_bytes: int) -> float:
-    """The parent's deadline for one test: the child's own limit for the call, plus the time to encode
-    and ship an answer of ``record_bytes`` (the expected output's size), which the child's alarm excludes."""
+    """The parent's deadline for one step: the child's own wall limit for it, plus the time to decode its input
+    and to encode and ship an answer, ``record_bytes`` together (a correct answer is about as large as the
+    expected one), which the child's alarms exclude."""
     return limit_s + record_bytes / ENCODE_RATE
 
 

@@ -63,6 +63,12 @@ class TestPlan:
         """Size of each expected output on the wire: a correct answer's record is about as large."""
         return [0 if e is None else len(json.dumps(e, separators=(",", ":"))) for e in self.expected]
 
+    @functools.cached_property
+    def call_bytes(self) -> list[int]:
+        """Size of each test's input plus its expected output on the wire: what one step decodes and ships."""
+        inputs = [len(json.dumps(c, separators=(",", ":"))) for c in self.calls]
+        return [i + e for i, e in zip(inputs, self.expected_bytes)]
+
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 

@@ -26,6 +26,7 @@ from ..errors import SandboxError
 from .codec import CodecError, loads
 from .isolation import Isolation, Limits, cgroup2_memory, child_argv, detect, hidden_site_dirs
 from .launcher import ChildResult, Clock, run_child
+from .load import LoadGauge
 from .warm import Zygote
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class Sandbox:
             log.warning("running generated code WITHOUT namespace isolation (unsafe_local_exec=True)")
         self.warm = warm and self.isolation.backend == "bwrap" and self.isolation.drop_uid
         self.report: dict | None = None  # the confinement as a job sees it (zygote self-test or a probe job)
+        self.load = LoadGauge()  # the machine's load, read as each candidate job starts (its wall limits)
         self._zygotes: dict[int, Zygote] = {}
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(self.workers):

@@ -16,7 +16,7 @@ import reprlib
 from typing import Any
 
 from .codec import CodecError, decode
-from .compare import ORACLES, EvalPlusRules, rules_for
+from .compare import ORACLES, EvalPlusRules, opaque_inside, rules_for
 from .plans import TestPlan
 from .pool import JobOutcome
 
@@ -86,11 +86,11 @@ class Outcome:
             value = decode(record["ok"])
         except CodecError as exc:
             return self._fail("bad_output", index, error=_text(exc, 200))
+        if oracle == "raises":
+            return self._fail("wrong_answer", index, output=_preview(record["ok"]), error="expected an exception")
         self.outputs.append((True, value))
         if oracle == "judge":
             return True
-        if oracle == "raises":
-            return self._fail("wrong_answer", index, output=_preview(record["ok"]), error="expected an exception")
         expected = self.plan.expected[index]
         expected = decode(expected) if expected is not None else None  # trusted: a failure here is ours
         try:
@@ -98,8 +98,9 @@ class Outcome:
         except Exception as exc:  # the original test's assertion raises here too (ambiguous array, overflow...)
             return self._fail("wrong_answer", index, output=_preview(record["ok"]),
                               error=f"comparison raised {type(exc).__name__}")
-        if not matched:
-            return self._fail("wrong_answer", index, output=_preview(record["ok"]))
+        if not matched:  # a value of no builtin type (nor a subclass of one) is never equal to anything
+            kind = "unsupported_result_type" if opaque_inside(value) else "wrong_answer"
+            return self._fail(kind, index, output=_preview(record["ok"]))
         self.passed_tests += 1
         return True
 

@@ -28,7 +28,7 @@ from ..records import Sample, Verdict
 from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
-from ..sandbox.launcher import WALL_PER_CPU, step_limit
+from ..sandbox.launcher import ENCODE_RATE, step_limit
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, machine_fingerprint, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
@@ -41,6 +41,7 @@ MAX_COMPLETION_CHARS = 4 << 20  # far beyond any generation budget; larger text 
 # untrusted_check gives a process min(cap, sum of limits) + 1 s, then joins it for 1 s more (fast_check, as
 # evaluate runs it): 2 s beyond the sum of the limits.
 EVALPLUS_PROCESS_SLACK_S = 2.0
+WALL_LIMIT_RULE = "cpu limit x load scale at job start"  # keys the verdicts: another rule, another verdict
 
 
 class CodeVerifier(Verifier):
@@ -56,11 +57,16 @@ class CodeVerifier(Verifier):
     ``max(min_time_limit, time_limit_factor * t)``, ``t`` the reference's time on that input measured by the
     trusted pool on this machine; on the EvalPlus sets the base and the plus inputs are two groups, each with
     the budget ``min(sample_time_limit, sum of its limits) + 2 s`` that loading the program counts against.
-    Times and limits are CPU time (an idle machine's wall time, which EvalPlus measures, and unchanged by load),
-    with a wall-clock backstop ``launcher.WALL_PER_CPU`` times as long for calls that sleep or block."""
+    A call is over its limit when its CPU time is, or its wall time is over the limit times the machine's load
+    as the trusted parent measures it when the job starts (``sandbox.load``: 1 on an idle machine, so a call
+    that sleeps past its limit fails as in EvalPlus, while load does not fail honest code); a group is over its
+    budget likewise, loading the program included, as EvalPlus's process timeout counts it. The child re-arms
+    its alarms for every call and decides on the measured times too, so a program that ignores, blocks or
+    catches the alarm still times out; the parent's own deadlines end the job from outside.
+    Values are encoded from the builtin storage of their type (a subclass's methods never decide a value)."""
 
     name = "code"
-    version = "3"  # v3: EvalPlus's per-group budgets, CPU-time limits, references timed per machine
+    version = "4"  # v4: load-scaled wall limits, catching the alarm is no escape, values read from builtin storage
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
@@ -161,17 +167,19 @@ class CodeVerifier(Verifier):
     def _run(self, plan: TestPlan, program: str) -> Outcome:
         limits = self.time_limits(plan)
         budgets = self.budgets(plan, limits)
+        scale = self.sandbox.load.scale()  # the machine's load now: the wall limits of this job
         job = {"mode": "call", "program": program, "entry_point": plan.entry_point, "inputs": plan.calls,
-               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup, "wall_per_cpu": WALL_PER_CPU}
+               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup, "wall_scale": scale}
         if budgets:  # EvalPlus has no load limit of its own: loading spends the group's budget
             job.update(budgets=budgets, load_limit=budgets[0][1])
             cpu_s = sum(seconds for _, seconds in budgets)
         else:
             cpu_s = job["load_limit"] + min(self.sample_time_limit, sum(limits))
-        deadline = cpu_s * WALL_PER_CPU + 3.0  # the parent's deadlines are wall-clock backstops of the child's own
+        # the parent's deadlines end the job from outside, whatever the candidate does with the child's alarms
+        deadline = cpu_s * scale + 3.0 + sum(plan.call_bytes) / ENCODE_RATE
         outcome = Outcome(plan)
-        steps = [job["load_limit"] * WALL_PER_CPU,
-                 *(step_limit(limit * WALL_PER_CPU, size) for limit, size in zip(limits, plan.expected_bytes))]
+        steps = [job["load_limit"] * scale + (len(program) + sum(plan.call_bytes)) / ENCODE_RATE,  # + the payload
+                 *(step_limit(limit * scale, size) for limit, size in zip(limits, plan.call_bytes))]
         run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
         outcome_from_run(outcome, run)
         if outcome.passed and plan.judge is not None:
@@ -208,13 +216,13 @@ class CodeVerifier(Verifier):
         return self.dataset.gold(sample)
 
     def cache_identity(self) -> dict[str, Any]:
-        return {"references_timed_on": machine_fingerprint()}
+        return {"references_timed_on": machine_fingerprint(), "wall_limits": WALL_LIMIT_RULE}
 
     def describe(self) -> dict[str, Any]:
         return {**self.sandbox.describe(), "dataset": self.dataset.name, "verifier_version": self.version,
                 "time_limits": {"min_per_test_s": self.min_time_limit, "factor_of_reference": self.time_limit_factor,
                                 "margin": self.time_limit_margin, "per_group_cap_s": self.sample_time_limit,
-                                "reference_times": self._reference_times()}}
+                                "reference_times": self._reference_times(), "wall_clock": self.sandbox.load.summary()}}
 
     def _reference_times(self) -> dict[str, Any]:
         """What the limits of this run's plans were scaled from: per-input reference times on this machine."""

@@ -123,7 +123,7 @@ def test_failure_kinds_are_specific(graded):
     assert kinds["recursion_bomb"] == "recursion"
     assert kinds["os_exit_before_tests"] in ("load_error", "crash")
     assert kinds["sys_exit_before_tests"] == "load_error"
-    assert kinds["eq_spoof_object"] == "wrong_answer"
+    assert kinds["eq_spoof_object"] == "unsupported_result_type"  # an object, not a builtin value
 
 
 def test_isolation_is_recorded(graded):

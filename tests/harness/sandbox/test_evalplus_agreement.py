@@ -48,7 +48,7 @@ def evalplus_file(tmp_path, monkeypatch):
 
 def test_both_verdicts_side_by_side(agreement, evalplus_file, tmp_path):
     path, gold = evalplus_file
-    slow = gold.replace("):\n", "):\n  import time; time.sleep(3)\n", 1)
+    slow = gold.replace("):\n", "):\n  import time; time.sleep(30)\n", 1)  # far past any scaled limit
     answers = {
         "correct": {"solution": gold},
         "fenced": {"completion": f"Here it is:\n```python\n{gold}\n```\nDone."},

@@ -3,9 +3,9 @@
 
 Each test runs a hand-built plan through the real sandbox: per input ``max(floor, factor * t_ref)``, per group
 (base inputs, then plus inputs) ``min(cap, sum of limits) + 2 s`` with the program's load counted against it,
-and the sticky ``atol`` starting over with the plus inputs, which EvalPlus checks in a fresh process. The
-limits count CPU time, so a verdict does not change with the machine's load; a call that sleeps is stopped
-by the wall-clock backstop (``launcher.WALL_PER_CPU`` times its limit).
+and the sticky ``atol`` starting over with the plus inputs, which EvalPlus checks in a fresh process. A
+CPU-bound call is judged by its CPU time, which the machine's load does not change; a call that sleeps is
+judged by its wall time against the limit times the load scale (test_sleeping_calls.py).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_a_call_over_its_limit_fails_and_the_margin_is_applied(verifier):
 
 def test_load_on_the_machine_does_not_change_a_verdict(verifier):
     """0.3 s of CPU per call under a 0.4 s limit passes while more busy processes than cores share them with it
-    (its wall time per call is then well over 0.4 s); a sleeping call is stopped by the wall-clock backstop."""
+    (its wall time per call is then well over 0.4 s); a sleeping call is stopped by its wall limit."""
     cores = len(os.sched_getaffinity(0))
     # each in a session of its own: the scheduler shares the CPU between sessions (autogroups), not processes
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
