@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from dare.harness.options import Options
 
@@ -44,12 +44,14 @@ class DreamMCOptions(Options):
     sampling_eps: float = Field(1e-3, ge=0.0, lt=1.0)
     max_length: int = Field(2048, ge=2)
 
-    @model_validator(mode="after")
-    def _divisible(self):
-        if self.mc_num % self.batch:
-            raise ValueError(f"mc_num={self.mc_num} is not a multiple of batch={self.batch}; choose a batch "
-                             "that divides mc_num (Dream's code would silently run mc_num // batch iterations)")
-        return self
+    @field_validator("batch")
+    @classmethod
+    def _divides(cls, batch: int, info: ValidationInfo) -> int:
+        mc_num = info.data.get("mc_num", batch)
+        if mc_num % batch:
+            raise ValueError(f"mc_num={mc_num} is not a multiple of batch={batch}; choose a batch that divides "
+                             "mc_num (Dream's code would silently run mc_num // batch iterations)")
+        return batch
 
 
 class DreamAROptions(Options):

@@ -16,7 +16,7 @@ The stderr is over iterations. A whole text (empty context) is the same ELBO wit
 from __future__ import annotations
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from dare.harness.options import Options
 
@@ -35,12 +35,14 @@ class LladaOptions(Options):
     check_greedy: bool = False
     max_length: int = Field(4096, ge=2)
 
-    @model_validator(mode="after")
-    def _divisible(self):
-        if self.mc_num % self.batch:
-            raise ValueError(f"mc_num={self.mc_num} is not a multiple of batch={self.batch}; choose a batch "
-                             "that divides mc_num (the authors assert it)")
-        return self
+    @field_validator("batch")
+    @classmethod
+    def _divides(cls, batch: int, info: ValidationInfo) -> int:
+        mc_num = info.data.get("mc_num", batch)
+        if mc_num % batch:
+            raise ValueError(f"mc_num={mc_num} is not a multiple of batch={batch}; choose a batch that divides "
+                             "mc_num (the authors assert it)")
+        return batch
 
 
 @scoring_estimator
