@@ -122,3 +122,28 @@ def test_the_family_default_and_the_record(engines):
     assert info.name == "dream_mc" and not info.exact
     assert info.component().options["log_type"] == "btf" and info.identity()["options"]["mc_num"] == 128
     assert engines["tiny-sdar"].likelihood_estimator(None, {}).name == "block_elbo"
+
+
+def test_the_greedy_check_is_llada_one_token_per_step_decoding(engines):
+    """LLaDA's ``suffix_greedy_prediction`` is its generate with one block, one token per step, low confidence
+    (whose tokens test_llada_reference pins to the official loop): the decoded targets pass, each with one
+    token changed fails. Targets of 6 tokens, so committing in another order (left to right) decodes others."""
+    import torch
+
+    from dare.backends.decoding import llada
+    from dare.backends.decoding.common import Canvas
+    from dare.backends.decoding.mdm import decode_masked_diffusion
+    from dare.backends.likelihood.base import Encoded
+    from dare.backends.likelihood.masked import greedy_matches
+    from dare.harness.records import DecodingConfig
+
+    model = engines["tiny-llada"].model
+    prefixes = [model.tokenizer(r.context)["input_ids"] for r in REQUESTS]
+    cfg = DecodingConfig(gen_length=6, steps=6, block_length=6)
+    canvas = Canvas.build(prefixes, 6, model.mask_id, model.pad_id, "cpu")
+    with torch.inference_mode():
+        decoded = decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(),
+                                          [torch.Generator().manual_seed(0)] * 3, llada.low_confidence).tokens
+    right = [Encoded(p, t) for p, t in zip(prefixes, decoded.tolist())]
+    wrong = [Encoded(e.prefix, e.target[:-1] + [(e.target[-1] + 1) % model.mask_id]) for e in right]
+    assert greedy_matches(model, right + wrong, 0.0) == [True] * 3 + [False] * 3
