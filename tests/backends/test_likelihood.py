@@ -147,3 +147,14 @@ def test_the_greedy_check_is_llada_one_token_per_step_decoding(engines):
     right = [Encoded(p, t) for p, t in zip(prefixes, decoded.tolist())]
     wrong = [Encoded(e.prefix, e.target[:-1] + [(e.target[-1] + 1) % model.mask_id]) for e in right]
     assert greedy_matches(model, right + wrong, 0.0) == [True] * 3 + [False] * 3
+
+
+def test_the_cached_engine_scores_with_the_same_model():
+    """fastdllm shares the torch engine's model and its likelihood capability: the same values."""
+    from dare.backends.engines.fastdllm import FastDllmEngine
+
+    fast = FastDllmEngine(EngineContext(model_name="tiny-sdar", model_path=MODELS / "tiny-sdar", device="cpu"))
+    plain = TorchEngine(EngineContext(model_name="tiny-sdar", model_path=MODELS / "tiny-sdar", device="cpu"))
+    assert capabilities(fast).likelihood
+    results = [e.loglikelihood(REQUESTS, e.likelihood_estimator(None, {"mc_num": 4})) for e in (fast, plain)]
+    assert results[0] == results[1]

@@ -6,9 +6,10 @@ holds ML-GSAI/LLaDA@b7e6c35 eval_llada.py ``LLaDAEvalHarness.get_loglikelihood``
 union) and ``_eval_target_nll_ar`` (ar_ftb, ar_btf), run on the shipped tiny-llada and tiny-dream (float32,
 CPU, our network behind their ``self.model``) with ``torch.manual_seed(seed)`` before each call, and their
 ``_encode_pair`` ids. DARE scores the same requests in one packed call, each with its own generator seeded by
-the request's seed. Tolerance 1e-6 absolute: their loss sums run over full-width logits, ours over the logits
-of the scored positions only. Measured: 26 of the 35 values are bit-identical, the largest difference 5.4e-7
-relative (a few float32 ulps).
+the request's seed. Tolerance 2e-6 relative: their loss runs over full-width logits of one iteration's rows,
+ours over the logits of the scored positions of the request's distinct rows, so the float32 sums round
+differently; guidance (``un + (cfg + 1)(cond - un)``) magnifies that. Measured: 24 of the 35 values
+bit-identical, the largest difference 1.5e-6 relative (cfg 0.5).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dare.harness.likelihood import LikelihoodRequest
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "likelihood_official.json").read_text())
 MODELS = Path(__file__).resolve().parents[2] / "configs" / "models"
-TOLERANCE = 1e-6  # relative
+TOLERANCE = 2e-6  # relative
 
 
 def _groups():
