@@ -1,7 +1,7 @@
 """DARE's batched likelihood estimator against a one-request-at-a-time loop in the authors' style.
 
     python benchmarks/likelihood_speed.py [--model tiny-llada | --shape 8b] [--requests 16] [--mc-num 128]
-        [--batch 8] [--cfg 0.0] [--device cpu|cuda]
+        [--batch 8] [--cfg 0.0] [--device cpu|cuda] [--target-tokens 2 12]
 
 The loop follows ML-GSAI/LLaDA@b7e6c35 eval_llada.py ``get_loglikelihood`` step by step, written here (not
 imported): per request, the global RNG seeded with the request's seed, ``mc_num / batch`` iterations of one
@@ -33,13 +33,15 @@ from dare.backends.models.loader import load_model
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def requests(model, n: int, seed: int = 0) -> list[Encoded]:
-    """n requests of random ordinary token ids (no mask, EOS or pad id): contexts of 24-64 tokens, targets of 2-12."""
+def requests(model, n: int, targets: tuple[int, int] = (2, 12), seed: int = 0) -> list[Encoded]:
+    """n requests of random ordinary token ids (no mask, EOS or pad id): contexts of 24-64 tokens, targets of
+    ``targets`` tokens (inclusive range)."""
     gen = torch.Generator().manual_seed(seed)
     special = {model.mask_id, model.eos_id, model.pad_id}
     out = []
     for i in range(n):
-        p, t = int(torch.randint(24, 65, (), generator=gen)), int(torch.randint(2, 13, (), generator=gen))
+        p = int(torch.randint(24, 65, (), generator=gen))
+        t = int(torch.randint(targets[0], targets[1] + 1, (), generator=gen))
         ids = [i if i not in special else 16 for i in torch.randint(16, model.net.args.vocab_size, (p + t,),
                                                                     generator=gen).tolist()]
         out.append(Encoded(ids[:p], ids[p:], request_id=str(i)))
@@ -99,6 +101,8 @@ def main() -> None:
     parser.add_argument("--cfg", type=float, default=0.0)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--target-tokens", type=int, nargs=2, default=(2, 12), metavar=("MIN", "MAX"),
+                        help="continuation lengths (multiple-choice answers: 1-4 for letters, 2-12 for short answers)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.shape == "8b":
@@ -109,7 +113,7 @@ def main() -> None:
         model = load_model(ROOT / "configs" / "models" / args.model, device=args.device)
     # CPU: this process's CPU seconds (the machine may be shared; one thread); CUDA: wall seconds after a sync
     clock = time.process_time if model.device.type == "cpu" else time.perf_counter
-    encs = requests(model, args.requests)
+    encs = requests(model, args.requests, tuple(args.target_tokens))
     seeds = list(range(100, 100 + len(encs)))
     options = LladaOptions(mc_num=args.mc_num, batch=args.batch, cfg=args.cfg)
     with torch.inference_mode():
@@ -127,6 +131,7 @@ def main() -> None:
     tolerance = 1e-5 if next(model.net.parameters()).dtype == torch.float32 else 2e-2
     assert worst <= tolerance, f"values differ: {worst:.2e} relative > {tolerance}"
     print(json.dumps({"model": args.shape or args.model, "device": str(model.device), "requests": len(encs),
+                      "target_tokens": args.target_tokens,
                       "mc_num": args.mc_num, "batch": args.batch, "cfg": args.cfg, "threads": args.threads,
                       "dare_s": round(dare_s, 3), "authors_loop_s": round(loop_s, 3),
                       "speedup": round(loop_s / dare_s, 2), "max_rel_diff": worst}))
