@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
+from pydantic import Field, ValidationInfo, field_validator
 
 from dare.harness.errors import InputError
 from dare.harness.likelihood import LikelihoodRequest
@@ -56,6 +57,23 @@ class RowPlan:
     @property
     def width(self) -> int:
         return self.tokens.shape[1]
+
+
+class IterationOptions(Options):
+    """``mc_num`` Monte-Carlo rows in iterations of ``batch`` rows stratified together; mc_num must be a multiple
+    of batch (LLaDA asserts it, Dream would silently run ``mc_num // batch`` iterations)."""
+
+    mc_num: int = Field(128, ge=1)
+    batch: int = Field(1, ge=1)
+
+    @field_validator("batch")
+    @classmethod
+    def _divides(cls, batch: int, info: ValidationInfo) -> int:
+        mc_num = info.data.get("mc_num", batch)
+        if mc_num % batch:
+            raise ValueError(f"mc_num={mc_num} is not a multiple of batch={batch}; choose a batch that divides "
+                             "mc_num")
+        return batch
 
 
 class ScoringEstimator:

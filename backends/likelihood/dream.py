@@ -27,31 +27,29 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
 
 from dare.harness.options import Options
 
-from .base import Encoded, RowPlan, ScoringEstimator, iteration_losses, mean_and_stderr, scoring_estimator, sequence
+from .base import (
+    Encoded,
+    IterationOptions,
+    RowPlan,
+    ScoringEstimator,
+    iteration_losses,
+    mean_and_stderr,
+    scoring_estimator,
+    sequence,
+)
 
 
-class DreamMCOptions(Options):
+class DreamMCOptions(IterationOptions):
     """``mc_num`` rows, ``batch`` rows per stratified iteration (mc_num divisible by batch), ``log_type``,
     ``sampling_eps`` and ``max_length``: the ``Dream`` class's defaults (its lm-eval batch_size is 1)."""
 
-    mc_num: int = Field(128, ge=1)
-    batch: int = Field(1, ge=1)
     log_type: Literal["ftb", "btf", "union"] = "ftb"
     sampling_eps: float = Field(1e-3, ge=0.0, lt=1.0)
     max_length: int = Field(2048, ge=2)
-
-    @field_validator("batch")
-    @classmethod
-    def _divides(cls, batch: int, info: ValidationInfo) -> int:
-        mc_num = info.data.get("mc_num", batch)
-        if mc_num % batch:
-            raise ValueError(f"mc_num={mc_num} is not a multiple of batch={batch}; choose a batch that divides "
-                             "mc_num (Dream's code would silently run mc_num // batch iterations)")
-        return batch
 
 
 class DreamAROptions(Options):

@@ -16,33 +16,30 @@ The stderr is over iterations. A whole text (empty context) is the same ELBO wit
 from __future__ import annotations
 
 import torch
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field
 
-from dare.harness.options import Options
-
-from .base import Encoded, RowPlan, ScoringEstimator, iteration_losses, mean_and_stderr, scoring_estimator, sequence
+from .base import (
+    Encoded,
+    IterationOptions,
+    RowPlan,
+    ScoringEstimator,
+    iteration_losses,
+    mean_and_stderr,
+    scoring_estimator,
+    sequence,
+)
 from .forward import logits_at, pad_rows
 
 
-class LladaOptions(Options):
+class LladaOptions(IterationOptions):
     """``mc_num`` Monte-Carlo rows, ``batch`` rows per stratified iteration (mc_num divisible by batch),
     ``cfg`` guidance scale, ``check_greedy`` (lm-eval's is_greedy), ``max_length`` (their 4096, capped at the
     model's length). Defaults are LLaDAEvalHarness's, except check_greedy (their recommended False)."""
 
-    mc_num: int = Field(128, ge=1)
     batch: int = Field(32, ge=1)
     cfg: float = Field(0.0, ge=0.0)
     check_greedy: bool = False
     max_length: int = Field(4096, ge=2)
-
-    @field_validator("batch")
-    @classmethod
-    def _divides(cls, batch: int, info: ValidationInfo) -> int:
-        mc_num = info.data.get("mc_num", batch)
-        if mc_num % batch:
-            raise ValueError(f"mc_num={mc_num} is not a multiple of batch={batch}; choose a batch that divides "
-                             "mc_num (the authors assert it)")
-        return batch
 
 
 @scoring_estimator
