@@ -153,11 +153,15 @@ def sequence(enc: Encoded) -> torch.Tensor:
     return torch.tensor(enc.prefix + enc.target, dtype=torch.long)
 
 
-def iteration_losses(nll: torch.Tensor, scored: torch.Tensor, p_mask: torch.Tensor, batch: int) -> list[float]:
-    """The authors' per-iteration loss: for each group of ``batch`` rows, ``(ce[masked] / p_mask[masked]).sum()
-    / batch`` in float32, read as a Python float (``loss.item()``): nll, scored, p_mask (R, W)."""
-    return [((nll[r:r + batch][scored[r:r + batch]] / p_mask[r:r + batch][scored[r:r + batch]]).sum() / batch).item()
-            for r in range(0, nll.shape[0], batch)]
+def iteration_estimate(nll: torch.Tensor, plan: RowPlan, batch: int) -> tuple[float, float]:
+    """(minus the mean loss, its stderr over iterations) from the authors' per-iteration loss: for each group of
+    ``batch`` rows, ``(ce[masked] / p_mask[masked]).sum() / batch`` in float32, read as a Python float
+    (``loss.item()``); nll and the plan's scored and ``p_mask`` state (R, W)."""
+    scored, p_mask = plan.scored, plan.state["p_mask"]
+    losses = [((nll[r:r + batch][scored[r:r + batch]] / p_mask[r:r + batch][scored[r:r + batch]]).sum()
+               / batch).item() for r in range(0, nll.shape[0], batch)]
+    mean, stderr = mean_and_stderr(losses)
+    return -mean, stderr
 
 
 def mean_and_stderr(values: list[float]) -> tuple[float, float]:

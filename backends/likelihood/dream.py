@@ -31,16 +31,7 @@ from pydantic import Field
 
 from dare.harness.options import Options
 
-from .base import (
-    Encoded,
-    IterationOptions,
-    RowPlan,
-    ScoringEstimator,
-    iteration_losses,
-    mean_and_stderr,
-    scoring_estimator,
-    sequence,
-)
+from .base import Encoded, IterationOptions, RowPlan, ScoringEstimator, iteration_estimate, scoring_estimator, sequence
 
 
 class DreamMCOptions(IterationOptions):
@@ -93,12 +84,11 @@ class DreamMC(_Dream):
                        state={"p_mask": torch.cat(levels)})
 
     def reduce(self, enc: Encoded, plan: RowPlan, nll: torch.Tensor) -> tuple[float, float]:
-        losses = iteration_losses(nll, plan.scored, plan.state["p_mask"], self.options.batch)
-        mean, stderr = mean_and_stderr(losses)
+        logprob, stderr = iteration_estimate(nll, plan, self.options.batch)
         if self.options.log_type == "union":
             total = len(enc.prefix) + len(enc.target)
-            return -mean / total, stderr / total
-        return -mean, stderr
+            return logprob / total, stderr / total
+        return logprob, stderr
 
 
 @scoring_estimator

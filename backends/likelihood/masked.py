@@ -18,16 +18,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from .base import (
-    Encoded,
-    IterationOptions,
-    RowPlan,
-    ScoringEstimator,
-    iteration_losses,
-    mean_and_stderr,
-    scoring_estimator,
-    sequence,
-)
+from .base import Encoded, IterationOptions, RowPlan, ScoringEstimator, iteration_estimate, scoring_estimator, sequence
 from .forward import logits_at, pad_rows
 
 
@@ -78,9 +69,7 @@ class LladaMC(ScoringEstimator):
                        state={"p_mask": torch.cat(p_mask)})
 
     def reduce(self, enc: Encoded, plan: RowPlan, nll: torch.Tensor) -> tuple[float, float]:
-        losses = iteration_losses(nll, plan.scored, plan.state["p_mask"], self.options.batch)
-        mean, stderr = mean_and_stderr(losses)
-        return -mean, stderr
+        return iteration_estimate(nll, plan, self.options.batch)
 
 
 def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
