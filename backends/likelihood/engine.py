@@ -44,8 +44,9 @@ class LikelihoodMixin:
                               "block-diffusion model")
         cls = likelihoods.get(name)
         if family not in cls.families:
+            served = [n for n in likelihoods.names() if family in likelihoods.get(n).families]
             raise ConfigError(f"likelihood estimator {name!r} does not serve {self.arch.name} models; use "
-                              f"{DEFAULTS.get(family, 'none')!r} (or leave the estimator unset)")
+                              f"{' or '.join(repr(n) for n in served)} (or leave the estimator unset)")
         estimator = cls(parse_options(cls.Options, options, "likelihood"), self.arch)
         return EstimatorInfo(name=name, version=cls.version, options=estimator.options, exact=estimator.exact,
                              spec=estimator)

@@ -83,7 +83,7 @@ def _one_line(exc: DareError) -> str:
     ("llada_mc", {"mc_num": 10, "batch": 4}, ConfigError, "mc_num=10 is not a multiple of batch=4"),
     ("llada_mc", {"mc_nums": 8}, ConfigError, "likelihood.mc_nums: unknown option; did you mean 'mc_num'?"),
     ("llada_mx", {}, RegistryError, "unknown scoring likelihood estimator 'llada_mx'; did you mean 'llada_mc'"),
-    ("dream_mc", {}, ConfigError, "'dream_mc' does not serve llada models; use 'llada_mc'"),
+    ("dream_mc", {}, ConfigError, "'dream_mc' does not serve llada models; use 'llada_mc' (or leave"),
 ])
 def test_bad_settings_are_refused_in_one_line(engines, name, options, error, needle):
     with pytest.raises(error) as caught:
@@ -115,6 +115,12 @@ def test_rolling_is_served_where_a_whole_text_has_an_estimate(engines):
     assert "no whole-text estimate" in _one_line(caught.value)
     with pytest.raises(InputError):
         engines["tiny-sdar"].loglikelihood_rolling(REQUESTS[:1], engines["tiny-sdar"].likelihood_estimator(None, {}))
+
+
+def test_a_family_is_offered_every_estimator_that_serves_it(engines):
+    with pytest.raises(ConfigError) as caught:
+        engines["tiny-dream"].likelihood_estimator("block_elbo", {})
+    assert "use 'dream_ar' or 'dream_mc'" in _one_line(caught.value)
 
 
 def test_the_family_default_and_the_record(engines):
