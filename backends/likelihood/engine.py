@@ -26,6 +26,8 @@ from .forward import score_rows
 from .masked import greedy_matches
 
 log = logging.getLogger(__name__)
+#: requests planned and scored together: bounds the rows held in memory (a result does not depend on it)
+REQUESTS_PER_PASS = 64
 
 
 def model_length(config: dict[str, Any]) -> int | None:
@@ -76,16 +78,17 @@ class LikelihoodMixin:
             return []
         model = self.model
         limit = min(filter(None, (estimator.max_length, model_length(model.config))))
-        encoded = [estimator.encode(model.tokenizer, r, model.eos_id, limit) for r in requests]
-        plans = [estimator.plan(e, torch.Generator().manual_seed(r.seed), model.mask_id)
-                 for e, r in zip(encoded, requests)]
-        nlls = score_rows(model, plans, estimator.cfg)
-        greedy = (greedy_matches(model, encoded, estimator.cfg) if estimator.checks_greedy
-                  else [False] * len(requests))
+        encoded = [estimator.encode(model.tokenizer, r, model.eos_id, limit) for r in requests]  # all, before work
         results = []
-        for enc, plan, nll, is_greedy in zip(encoded, plans, nlls, greedy):
-            logprob, stderr = estimator.reduce(enc, plan, nll)
-            results.append(LikelihoodResult(logprob=logprob, stderr=stderr, is_greedy=is_greedy,
-                                            tokens=len(enc.target), truncated=enc.truncated))
+        for lo in range(0, len(requests), REQUESTS_PER_PASS):
+            part, batch = encoded[lo:lo + REQUESTS_PER_PASS], requests[lo:lo + REQUESTS_PER_PASS]
+            plans = [estimator.plan(e, torch.Generator().manual_seed(r.seed), model.mask_id)
+                     for e, r in zip(part, batch)]
+            nlls = score_rows(model, plans, estimator.cfg)
+            greedy = greedy_matches(model, part, estimator.cfg) if estimator.checks_greedy else [False] * len(part)
+            for enc, plan, nll, is_greedy in zip(part, plans, nlls, greedy):
+                logprob, stderr = estimator.reduce(enc, plan, nll)
+                results.append(LikelihoodResult(logprob=logprob, stderr=stderr, is_greedy=is_greedy,
+                                                tokens=len(enc.target), truncated=enc.truncated))
         log.debug("scored %d requests with %s", len(requests), estimator.name)
         return results

@@ -49,6 +49,17 @@ def test_a_result_does_not_depend_on_its_batch(engines, model, name, options):
     assert packed[0] != packed[2]
 
 
+def test_scoring_in_passes_changes_nothing(engines, monkeypatch):
+    """Requests are planned and scored REQUESTS_PER_PASS at a time (memory); one at a time gives the same."""
+    from dare.backends.likelihood import engine as likelihood_engine
+
+    engine = engines["tiny-llada"]
+    info = engine.likelihood_estimator("llada_mc", {"mc_num": 8, "batch": 4, "check_greedy": True})
+    together = engine.loglikelihood(REQUESTS, info)
+    monkeypatch.setattr(likelihood_engine, "REQUESTS_PER_PASS", 1)
+    assert engine.loglikelihood(REQUESTS, info) == together
+
+
 def test_the_seed_is_the_requests_own(engines):
     engine = engines["tiny-llada"]
     info = engine.likelihood_estimator("llada_mc", {"mc_num": 4, "batch": 2})
