@@ -78,8 +78,9 @@ class IterationOptions(Options):
 
 class ScoringEstimator:
     """Base of a registered estimator. ``families``: the decoding families it serves; ``rolling``: whether a
-    whole text (empty context) has a meaningful estimate; ``default_max_length``: the authors' length limit;
-    ``cfg``: the guidance scale its rows are scored with (LLaDA's ``un + (cfg + 1)(cond - un)``)."""
+    whole text (empty context) has a meaningful estimate; ``append_eos``: Dream's encoding (EOS ends the
+    continuation); ``exact``: no sampling (stderr 0); ``cfg``: the guidance scale its rows are scored with
+    (LLaDA's ``un + (cfg + 1)(cond - un)``); ``max_length``: its Options' length limit (the authors')."""
 
     name: ClassVar[str]
     version: ClassVar[str] = "1"
