@@ -40,10 +40,11 @@ class LikelihoodRequest:
 @dataclass(frozen=True)
 class LikelihoodResult:
     """``logprob``: the estimate of ``log p(continuation | context)`` in nats; ``stderr``: its Monte-Carlo
-    standard error (0.0 where the estimator is exact); ``is_greedy``: lm-eval's field (whether greedy decoding
-    from the context reproduces the continuation; False where the estimator was not asked to check);
-    ``tokens``: continuation length in tokens; ``truncated``: context tokens dropped on the left to fit the
-    model's length (the rule is the estimator's, recorded)."""
+    standard error (0.0 where the estimator is exact, and where one Monte-Carlo iteration leaves no spread);
+    ``is_greedy``: lm-eval's field (whether greedy decoding from the context reproduces the continuation; False
+    where the estimator was not asked to check); ``tokens``: continuation length in tokens (Dream's EOS
+    included); ``truncated``: context tokens dropped on the left to fit the length limit (the estimator's
+    ``max_length`` capped at the model's)."""
 
     logprob: float
     stderr: float = 0.0

@@ -1,0 +1,116 @@
+"""Many requests' rows through the network in shared forward batches, and the logits at chosen positions.
+
+Rows of equal width share a forward batch whichever request they come from: no row is padded, so a row's
+logits are computed alike whatever else is scored with it (padded rows of mixed widths differ from their
+unpadded selves in the last bits, through the attention's reductions). Each request's distinct rows run
+once, and only the positions a plan scores reach the LM head. ``pad_rows`` still pads (the greedy check's
+one-row steps), hiding padding keys from every real query.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from dare.backends.decoding.mdm import CPU_TOKENS_PER_FORWARD
+
+from .base import RowPlan
+
+#: on a GPU, rows go through the network in groups of about this many tokens (logits stay a few GB at a
+#: 126k vocabulary because only scored positions reach the LM head)
+GPU_TOKENS_PER_FORWARD = 16384
+
+
+def logits_at(model, tokens: torch.Tensor, positions: torch.Tensor, attention: torch.Tensor, select: torch.Tensor,
+              cfg: float = 0.0, prompt: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits (N, V) float32 at the N selected positions, in row-major order.
+
+    tokens, positions, select, prompt (B, W); attention (B, 1, W, W) bool, or None (every key). Dream-style
+    models (shifted logits) read position i's distribution from the output at i - 1 (position 0 from itself, as
+    the authors' ``cat([logits[:, :1], logits[:, :-1]])``). With ``cfg > 0`` an unconditional copy with the ``prompt``
+    positions masked runs beside it: ``un + (cfg + 1)(cond - un)``."""
+    device = model.device
+    tokens, positions = tokens.to(device), positions.to(device)
+    attention = None if attention is None else attention.to(device)
+    guided = cfg > 0 and prompt is not None
+    if guided:
+        uncond = tokens.masked_fill(prompt.to(device), model.mask_id)
+        tokens, positions = torch.cat([tokens, uncond]), positions.repeat(2, 1)
+        attention = None if attention is None else attention.repeat(2, 1, 1, 1)
+    hidden = model.net.hidden_states(tokens, positions, attention)  # (B or 2B, W, H)
+    rows, cols = select.nonzero(as_tuple=True)
+    if model.arch.shift_logits:
+        cols = (cols - 1).clamp(min=0)
+    rows, cols = rows.to(device), cols.to(device)
+    if guided:
+        cond = model.net.lm_head(hidden[rows, cols]).float()
+        un = model.net.lm_head(hidden[rows + select.shape[0], cols]).float()
+        return un + (cfg + 1) * (cond - un)
+    return model.net.lm_head(hidden[rows, cols]).float()
+
+
+def pad_rows(rows: list[tuple[RowPlan, int]], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """(plan, row) pairs -> tokens, targets, scored, positions, prompt (B, W) and attention (B, 1, W, W),
+    right-padded to the widest plan; attention None when every row has full attention over the same width."""
+    width = max(plan.width for plan, _ in rows)
+    full = all(plan.attention is None and plan.width == width for plan, _ in rows)
+    b = len(rows)
+    tokens = torch.full((b, width), pad_id, dtype=torch.long)
+    targets = torch.zeros((b, width), dtype=torch.long)
+    scored = torch.zeros((b, width), dtype=torch.bool)
+    prompt = torch.zeros((b, width), dtype=torch.bool)
+    positions = torch.zeros((b, width), dtype=torch.long)
+    attention = torch.eye(width, dtype=torch.bool).repeat(b, 1, 1, 1)
+    for i, (plan, r) in enumerate(rows):
+        w = plan.width
+        tokens[i, :w], targets[i, :w], scored[i, :w], positions[i, :w] = (plan.tokens[r], plan.targets[r],
+                                                                           plan.scored[r], plan.positions)
+        if plan.prompt is not None:
+            prompt[i, :w] = plan.prompt
+        attention[i, 0, :w, :w] = True if plan.attention is None else plan.attention
+    return tokens, targets, scored, positions, prompt, None if full else attention
+
+
+def tokens_per_forward(model) -> int:
+    return CPU_TOKENS_PER_FORWARD if model.device.type == "cpu" else GPU_TOKENS_PER_FORWARD
+
+
+def distinct_rows(plan: RowPlan) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first (U,), inverse (R,)): the first row of each distinct (tokens, scored) row of ``plan`` and, per row,
+    which distinct row it is. Short targets repeat masks often (a one-token target: every row is one row), and
+    a row's losses depend on nothing else, so each distinct row runs once."""
+    if plan.rows == 0:
+        return torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    key = torch.cat([plan.tokens, plan.scored.long()], dim=1)
+    distinct, inverse = torch.unique(key, dim=0, return_inverse=True)
+    first = torch.full((len(distinct),), plan.rows, dtype=torch.long)
+    return first.scatter_reduce(0, inverse, torch.arange(plan.rows), reduce="amin"), inverse
+
+
+def score_rows(model, plans: list[RowPlan], cfg: float = 0.0) -> list[torch.Tensor]:
+    """Each plan's per-token cross-entropy (R, W) float32 at its scored positions (0 elsewhere): the distinct
+    rows of every plan, grouped by width, through the network in forward batches of about
+    :func:`tokens_per_forward` tokens."""
+    distinct = [distinct_rows(plan) for plan in plans]
+    out = [torch.zeros((len(first), p.width), dtype=torch.float32) for p, (first, _) in zip(plans, distinct)]
+    rows = [(i, u, int(r)) for i, (first, _) in enumerate(distinct) for u, r in enumerate(first)]
+    rows.sort(key=lambda row: plans[row[0]].width)  # stable: equal widths keep their order
+    budget = tokens_per_forward(model)
+    start = 0
+    while start < len(rows):
+        width = plans[rows[start][0]].width
+        stop = start + 1
+        while stop < len(rows) and plans[rows[stop][0]].width == width and (stop - start + 1) * width <= budget:
+            stop += 1
+        group = rows[start:stop]
+        tokens, targets, scored, positions, prompt, attention = pad_rows([(plans[i], r) for i, _, r in group],
+                                                                         model.pad_id)
+        with torch.inference_mode():
+            logits = logits_at(model, tokens, positions, attention, scored, cfg, prompt)
+            nll = F.cross_entropy(logits, targets[scored].to(logits.device), reduction="none").cpu()
+        filled = torch.zeros(scored.shape, dtype=torch.float32)
+        filled[scored] = nll
+        for j, (i, u, _) in enumerate(group):
+            out[i][u] = filled[j]
+        start = stop
+    return [computed[inverse] for computed, (_, inverse) in zip(out, distinct)]

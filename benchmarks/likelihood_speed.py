@@ -1,0 +1,141 @@
+"""DARE's batched likelihood estimator against a one-request-at-a-time loop in the authors' style.
+
+    python benchmarks/likelihood_speed.py [--model tiny-llada | --shape 8b] [--requests 16] [--mc-num 128]
+        [--batch 8] [--cfg 0.0] [--device cpu|cuda] [--target-tokens 2 12]
+
+The loop follows ML-GSAI/LLaDA@b7e6c35 eval_llada.py ``get_loglikelihood`` step by step, written here (not
+imported): per request, the global RNG seeded with the request's seed, ``mc_num / batch`` iterations of one
+forward of ``batch`` full-width rows (plus the unconditional copy under CFG), the cross-entropy of the masked
+positions over p_mask, one ``.item()`` per iteration. DARE plans every request's rows from its own
+generator, packs all of them into shared forward batches and sends only the masked positions through the LM
+head. Both score the same token ids with the same draws; the values are asserted equal (float32: 1e-5
+relative; bfloat16: 2e-2, where logits of a full-width and a gathered LM head round differently).
+``--shape 8b`` builds the real LLaDA-8B shape with random bf16 weights on the GPU (as benchmarks/gpu_decode.py).
+The last line is one JSON object: seconds of each (CPU seconds of this process on a CPU, wall seconds on a
+GPU), the speed ratio, the largest relative difference of the values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from dare.backends.likelihood.base import Encoded
+from dare.backends.likelihood.forward import score_rows
+from dare.backends.likelihood.masked import LladaMC, LladaOptions
+from dare.backends.models.loader import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def requests(model, n: int, targets: tuple[int, int] = (2, 12), seed: int = 0) -> list[Encoded]:
+    """n requests of random ordinary token ids (no mask, EOS or pad id): contexts of 24-64 tokens, targets of
+    ``targets`` tokens (inclusive range)."""
+    gen = torch.Generator().manual_seed(seed)
+    special = {model.mask_id, model.eos_id, model.pad_id}
+    out = []
+    for i in range(n):
+        p = int(torch.randint(24, 65, (), generator=gen))
+        t = int(torch.randint(targets[0], targets[1] + 1, (), generator=gen))
+        ids = [i if i not in special else 16 for i in torch.randint(16, model.net.args.vocab_size, (p + t,),
+                                                                    generator=gen).tolist()]
+        out.append(Encoded(ids[:p], ids[p:], request_id=str(i)))
+    return out
+
+
+def authors_loop(model, enc: Encoded, seed: int, mc_num: int, batch: int, cfg: float) -> float:
+    """get_loglikelihood for one request, one iteration's forward at a time (global RNG, CPU draws)."""
+    torch.manual_seed(seed)
+    seq = torch.tensor(enc.prefix + enc.target, device=model.device)[None].repeat(batch, 1)
+    p, t = len(enc.prefix), len(enc.target)
+    length = p + t
+    positions = torch.arange(length, device=model.device)[None].repeat(batch, 1)
+    losses = []
+    for _ in range(mc_num // batch):
+        k = torch.randint(1, t + 1, ())
+        x = torch.round(torch.linspace(float(k), k + (batch - 1) * (t / batch), steps=batch)).long()
+        x = ((x - 1) % t) + 1
+        is_mask = torch.arange(t).repeat(batch, 1) < x.unsqueeze(1)
+        for i in range(batch):
+            is_mask[i] = is_mask[i][torch.randperm(t)]
+        is_mask = torch.cat([torch.zeros(batch, p, dtype=torch.bool), is_mask], dim=1).to(model.device)
+        noisy = torch.where(is_mask, model.mask_id, seq)
+        p_mask = (x / t).unsqueeze(1).repeat(1, length).to(model.device)
+        if cfg > 0:
+            un = noisy.clone()
+            un[:, :p] = model.mask_id
+            both = model.net(torch.cat([noisy, un]), positions.repeat(2, 1), None).float()
+            cond, unc = both.chunk(2)
+            logits = unc + (cfg + 1) * (cond - unc)
+        else:
+            logits = model.net(noisy, positions, None).float()
+        loss = F.cross_entropy(logits[is_mask], seq[is_mask], reduction="none") / p_mask[is_mask]
+        losses.append((loss.sum() / batch).item())
+    return -sum(losses) / len(losses)
+
+
+def dare_batched(model, encs: list[Encoded], seeds: list[int], options: LladaOptions) -> list[float]:
+    estimator = LladaMC(options)
+    plans = [estimator.plan(e, torch.Generator().manual_seed(s), model.mask_id) for e, s in zip(encs, seeds)]
+    nlls = score_rows(model, plans, estimator.cfg)
+    return [estimator.reduce(e, plan, nll)[0] for e, plan, nll in zip(encs, plans, nlls)]
+
+
+def _sync(model) -> None:
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="tiny-llada")
+    parser.add_argument("--shape", choices=["8b"], default=None)
+    parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--mc-num", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--cfg", type=float, default=0.0)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--target-tokens", type=int, nargs=2, default=(2, 12), metavar=("MIN", "MAX"),
+                        help="continuation lengths (multiple-choice answers: 1-4 for letters, 2-12 for short answers)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.shape == "8b":
+        from gpu_decode import LLADA_8B, build  # benchmarks/ on sys.path when run as a script
+
+        model = build("llada", LLADA_8B, args.device)
+    else:
+        model = load_model(ROOT / "configs" / "models" / args.model, device=args.device)
+    # CPU: this process's CPU seconds (the machine may be shared; one thread); CUDA: wall seconds after a sync
+    clock = time.process_time if model.device.type == "cpu" else time.perf_counter
+    encs = requests(model, args.requests, tuple(args.target_tokens))
+    seeds = list(range(100, 100 + len(encs)))
+    options = LladaOptions(mc_num=args.mc_num, batch=args.batch, cfg=args.cfg)
+    with torch.inference_mode():
+        dare_batched(model, encs[:1], seeds[:1], options)  # warm-up (allocator, kernels)
+        _sync(model)
+        start = clock()
+        ours = dare_batched(model, encs, seeds, options)
+        _sync(model)
+        dare_s = clock() - start
+        start = clock()
+        theirs = [authors_loop(model, e, s, args.mc_num, args.batch, args.cfg) for e, s in zip(encs, seeds)]
+        _sync(model)
+        loop_s = clock() - start
+    worst = max(abs(a - b) / max(abs(b), 1e-9) for a, b in zip(ours, theirs))
+    tolerance = 1e-5 if next(model.net.parameters()).dtype == torch.float32 else 2e-2
+    assert worst <= tolerance, f"values differ: {worst:.2e} relative > {tolerance}"
+    print(json.dumps({"model": args.shape or args.model, "device": str(model.device), "requests": len(encs),
+                      "target_tokens": args.target_tokens,
+                      "mc_num": args.mc_num, "batch": args.batch, "cfg": args.cfg, "threads": args.threads,
+                      "dare_s": round(dare_s, 3), "authors_loop_s": round(loop_s, 3),
+                      "speedup": round(loop_s / dare_s, 2), "max_rel_diff": worst}))
+
+
+if __name__ == "__main__":
+    main()
