@@ -39,6 +39,13 @@ _LING_TEMPLATE = (
     "{% elif not loop.first %}{{ '<role>SYSTEM</role>' + m['content'] + '<|role_end|>' }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<role>ASSISTANT</role>' }}{% endif %}")
 
+# the Ling tokenizer layout of inclusionAI's LLaDA2.x and LLaDA-MoE
+_LING_TOKENIZER: dict[str, Any] = dict(
+    specials=["<|startoftext|>", "<|endoftext|>", "<role>", "</role>", "<|role_end|>", "<|mask|>"],
+    roles=dict(bos_token="<|startoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+               mask_token="<|mask|>"),
+    template=_LING_TEMPLATE, shards=2)
+
 # per family: special tokens in id order (from 256), tokenizer_config roles, template, config.json keys
 _FAMILIES: dict[str, dict[str, Any]] = {
     "llada": dict(
@@ -79,10 +86,7 @@ _FAMILIES: dict[str, dict[str, Any]] = {
             "mask_token_id": ids["<|MASK|>"], "bos_token_id": ids["<|endoftext|>"],
             "eos_token_id": ids["<|endoftext|>"], "torch_dtype": "float32"}),
     "llada2_moe": dict(
-        specials=["<|startoftext|>", "<|endoftext|>", "<role>", "</role>", "<|role_end|>", "<|mask|>"],
-        roles=dict(bos_token="<|startoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-                   mask_token="<|mask|>"),
-        template=_LING_TEMPLATE, shards=2,
+        **_LING_TOKENIZER,
         config=lambda ids: {
             "architectures": ["LLaDA2MoeModelLM"], "model_type": "llada2_moe", "hidden_size": 64, "head_dim": 16,
             "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3, "intermediate_size": 128,
@@ -91,6 +95,20 @@ _FAMILIES: dict[str, dict[str, Any]] = {
             "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2, "num_shared_experts": 1,
             "n_group": 4, "topk_group": 2, "score_function": "sigmoid", "moe_router_enable_expert_bias": True,
             "routed_scaling_factor": 2.5, "norm_topk_prob": True, "vocab_size": TINY_VOCAB,
+            "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"}),
+    # LLaDA-MoE-7B-A1B's keys (model_type "llada", like the dense model's) at tiny sizes; the Ling tokenizer family
+    "llada_moe": dict(
+        **_LING_TOKENIZER,
+        config=lambda ids: {
+            "architectures": ["LLaDAMoEModelLM"], "model_type": "llada", "hidden_size": 64, "num_attention_heads": 4,
+            "num_key_value_heads": 4, "num_hidden_layers": 2, "dense_intermediate_size": 128,
+            "expert_intermediate_size": 32, "shared_expert_intermediate_size": None, "num_experts": 8,
+            "num_experts_per_tok": 2, "moe_layer_freq": [1, 1], "moe_router_enable_expert_bias": False,
+            "moe_router_score_function": "softmax", "norm_topk_prob": False, "qk_layernorm": True,
+            "partial_rotary_factor": 1, "rope_theta": 50000, "rope_scaling": None, "rms_norm_eps": 1e-5,
+            "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None, "hidden_act": "silu",
+            "max_position_embeddings": 4096, "vocab_size": TINY_VOCAB, "router_aux_loss_coef": 0.01,
+            "output_router_logits": False, "use_cache": False, "eos_token_id": ids["<|endoftext|>"],
             "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"}),
 }
 _FAMILIES["sdar_moe"] = dict(_FAMILIES["sdar"], shards=2, config=lambda ids: {
@@ -185,7 +203,8 @@ def write_tiny_checkpoint(arch_name: str, directory: str | Path, seed: int = 0, 
 
 # the random tiny models shipped with the package (configs/models/tiny-*.yaml): name -> architecture.
 # tiny-llada and tiny-sdar are trained instead (see dare.backends.models.tiny_planning).
-SHIPPED = {"tiny-dream": "dream", "tiny-sdar-moe": "sdar_moe", "tiny-llada2": "llada2_moe"}
+SHIPPED = {"tiny-dream": "dream", "tiny-sdar-moe": "sdar_moe", "tiny-llada2": "llada2_moe",
+           "tiny-llada-moe": "llada_moe"}
 
 
 def write_shipped(root: Path) -> list[Path]:
