@@ -1,0 +1,37 @@
+"""The checkpoints added by name in 2026 resolve through their aliases, plan their decoding per suite from the
+shipped model configs, and, without weights, stop with the download command of their hub repository."""
+
+from __future__ import annotations
+
+import pytest
+
+from dare.harness import config as hcfg
+from dare.harness.errors import ModelError
+from dare.harness.models import resolve
+
+HUB = {"llada-moe-7b-a1b-base": "inclusionAI/LLaDA-MoE-7B-A1B-Base",
+       "llada-moe-7b-a1b-instruct": "inclusionAI/LLaDA-MoE-7B-A1B-Instruct"}
+ALIASES = {"llada-moe": "llada-moe-7b-a1b-instruct", "llada-moe-base": "llada-moe-7b-a1b-base"}
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_aliases_resolve_to_their_config(alias):
+    assert hcfg.model(alias).name == ALIASES[alias]
+
+
+@pytest.mark.parametrize("name", sorted(HUB))
+def test_missing_weights_name_the_download_command(name, monkeypatch, tmp_path):
+    monkeypatch.setenv("DARE_MODEL_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ModelError, match=f"download with `hf download {HUB[name]} --local-dir "
+                                         f"\\$DARE_MODEL_DIR/{name}`"):
+        resolve(name, None)
+
+
+def test_llada_moe_instruct_decodes_per_suite_as_the_reference_system_runs_it():
+    """yjyddq/DARE@83ae8a3 opencompass/llada_moe_7b_a1b_examples: blocks of 64, 64 steps in all, greedy."""
+    spec = hcfg.model("llada-moe")
+    fields = ("gen_length", "steps", "block_length", "temperature")
+    gsm8k, math500, aime = ([spec.decoding_for("math", b)[f] for f in fields] for b in ("gsm8k", "math500", "aime2024"))
+    assert (gsm8k, math500, aime) == ([256, 64, 64, 0.0], [512, 64, 64, 0.0], [2048, 64, 64, 1.0])
+    assert (spec.mask_id, spec.eos_id, spec.architecture) == (156895, 156892, "llada_moe")
