@@ -8,15 +8,27 @@ import pytest
 from dare.harness import config as hcfg
 from dare.harness.errors import ModelError
 from dare.harness.models import resolve
+from dare.harness.records import DecodingConfig
 
 HUB = {"llada-moe-7b-a1b-base": "inclusionAI/LLaDA-MoE-7B-A1B-Base",
-       "llada-moe-7b-a1b-instruct": "inclusionAI/LLaDA-MoE-7B-A1B-Instruct"}
-ALIASES = {"llada-moe": "llada-moe-7b-a1b-instruct", "llada-moe-base": "llada-moe-7b-a1b-base"}
+       "llada-moe-7b-a1b-instruct": "inclusionAI/LLaDA-MoE-7B-A1B-Instruct",
+       "trado-4b-instruct": "Gen-Verse/TraDo-4B-Instruct", "trado-8b-instruct": "Gen-Verse/TraDo-8B-Instruct",
+       "trado-8b-thinking": "Gen-Verse/TraDo-8B-Thinking"}
+ALIASES = {"llada-moe": "llada-moe-7b-a1b-instruct", "llada-moe-base": "llada-moe-7b-a1b-base",
+           "trado-4b": "trado-4b-instruct", "trado-8b": "trado-8b-instruct", "trado-8b-think": "trado-8b-thinking"}
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
 def test_aliases_resolve_to_their_config(alias):
     assert hcfg.model(alias).name == ALIASES[alias]
+
+
+@pytest.mark.parametrize("name", sorted(HUB))
+def test_every_benchmark_gets_a_valid_decoding_config(name):
+    spec = hcfg.model(name)
+    for suite in hcfg.names("suites"):
+        for bench in hcfg.suite(suite).benchmarks:
+            DecodingConfig(**spec.decoding_for(suite, bench))
 
 
 @pytest.mark.parametrize("name", sorted(HUB))
@@ -26,6 +38,15 @@ def test_missing_weights_name_the_download_command(name, monkeypatch, tmp_path):
     with pytest.raises(ModelError, match=f"download with `hf download {HUB[name]} --local-dir "
                                          f"\\$DARE_MODEL_DIR/{name}`"):
         resolve(name, None)
+
+
+def test_trado_decodes_as_its_evaluation_configs():
+    """Gen-Verse/dLLM-RL@10b4fd1 configs/trado_eval.yaml and trado_longcot_eval.yaml."""
+    fields = ("gen_length", "steps", "block_length", "remasking", "threshold", "temperature")
+    instruct, thinking = ([hcfg.model(n).decoding_for("math")[f] for f in fields]
+                          for n in ("trado-8b-instruct", "trado-8b-thinking"))
+    assert instruct == [2000, 2000, 4, "low_confidence_dynamic", 0.9, 1.0]
+    assert thinking == [10000, 10000, 4, "low_confidence_dynamic", 0.9, 1.0]
 
 
 def test_llada_moe_instruct_decodes_per_suite_as_the_reference_system_runs_it():

@@ -1,0 +1,66 @@
+"""Checkpoints known by name on an architecture DARE has: their prompts render as their authors build them, byte
+for byte, and their special ids are their authors'.
+
+TraDo (Gen-Verse/dLLM-RL@10b4fd1) is SDAR-4B/8B-Chat trained further: its tokenizer files are on the Hugging Face
+hub only, so the renders use SDAR-8B-Chat's real tokenizer and chat template (the project's shared hub metadata),
+which TraDo inherits, and compare with the prompt strings the authors' evaluation code writes by hand
+(sample/trado_sample.py). Their README's example question is the worked example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dare.backends.models.loader import detect_architecture, resolve_special_ids
+from dare.backends.models.tokenizer import load_tokenizer, render_prompt, use_chat_template
+from dare.harness import config
+
+HUB = Path(os.environ.get("DARE_HUB_CONFIGS") or Path(__file__).resolve().parents[3] / "shared" / "hub_configs")
+pytestmark = pytest.mark.skipif(not HUB.is_dir(), reason="hub checkpoint metadata not available here")
+
+QUESTION = "What's the solution of x^2 - 2x + 1 = 0"  # Gen-Verse/dLLM-RL README.md
+# sample/trado_sample.py: the chain-of-thought math prompt, and the one of start_with_think (the Thinking model)
+TRADO_COT = ("<|im_start|>user\n{problem}\nPlease reason step by step, and put your final answer within "
+             "\\boxed{{}}.<|im_end|>\n<|im_start|>assistant\n")
+TRADO_THINK = ("<|im_start|>user\nYou need to put your final answer in \\boxed{{}}. This is the problem:\n{problem}"
+               "<|im_end|>\n<|im_start|>assistant<think>\n")
+TRADO_MASK_ID = 151669  # sample/trado_sample.py mask_token_id, README block_diffusion_generate(mask_id=...)
+
+
+@pytest.fixture(scope="module")
+def sdar_tokenizer():
+    return load_tokenizer(HUB / "SDAR-8B-Chat")
+
+
+def _render(tok, name: str, content: str) -> str:
+    spec = config.model(name)
+    tok.chat_template = (HUB / "SDAR-8B-Chat" / "chat_template.jinja").read_text()  # the checkpoint's own
+    return render_prompt(tok, [{"role": "user", "content": content}], use_chat_template(tok, spec))
+
+
+@pytest.mark.parametrize("name", ["trado-4b-instruct", "trado-8b-instruct"])
+def test_trado_instruct_renders_the_authors_prompt(sdar_tokenizer, name):
+    content = f"{QUESTION}\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+    assert _render(sdar_tokenizer, name, content) == TRADO_COT.format(problem=QUESTION)
+
+
+def test_trado_thinking_opens_the_answer_with_think_as_the_authors_do(sdar_tokenizer):
+    content = f"You need to put your final answer in \\boxed{{}}. This is the problem:\n{QUESTION}"
+    assert _render(sdar_tokenizer, "trado-8b-thinking", content) == TRADO_THINK.format(problem=QUESTION)
+
+
+@pytest.mark.parametrize("name,base", [("trado-4b-instruct", "SDAR-4B-Chat"), ("trado-8b-instruct", "SDAR-8B-Chat"),
+                                       ("trado-8b-thinking", "SDAR-8B-Chat")])
+def test_trado_special_ids_are_the_authors(sdar_tokenizer, name, base):
+    spec = config.model(name)
+    hub_config = json.loads((HUB / base / "config.json").read_text())
+    assert detect_architecture(hub_config).name == spec.architecture == "sdar"
+    mask, eos, _, stops = resolve_special_ids(detect_architecture(hub_config), hub_config, sdar_tokenizer,
+                                              hub_config["vocab_size"], spec.mask_id, spec.eos_id)
+    assert mask == TRADO_MASK_ID == hub_config["mask_token_id"]
+    assert eos == sdar_tokenizer.convert_tokens_to_ids("<|endoftext|>")  # the README strips it from the answer
+    assert sdar_tokenizer.convert_tokens_to_ids("<|im_end|>") in stops  # trado_longcot_eval.yaml stop_token_list
