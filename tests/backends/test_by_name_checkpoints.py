@@ -64,3 +64,55 @@ def test_trado_special_ids_are_the_authors(sdar_tokenizer, name, base):
     assert mask == TRADO_MASK_ID == hub_config["mask_token_id"]
     assert eos == sdar_tokenizer.convert_tokens_to_ids("<|endoftext|>")  # the README strips it from the answer
     assert sdar_tokenizer.convert_tokens_to_ids("<|im_end|>") in stops  # trado_longcot_eval.yaml stop_token_list
+
+
+# hao-ai-lab/d3LLM@e5bfcac: the worked example of d3llm/d3llm_LLaDA/d3llm_llada_generate_util.py (rendered there with
+# the checkpoint's chat template, as chat/chat_d3llm_{llada,dream}.py and the distillation scripts do) and the mask
+# ids its generate and training code fix (mask_id=126336; mask_token_id=151666)
+D3LLM_QUESTION = ("Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. How "
+                  "many clips did Natalia sell altogether in April and May? Please reason step by step, and put your "
+                  "final answer within \\boxed{}.")
+D3LLM = {"d3llm-llada": ("LLaDA-8B-Instruct", 126336,
+                         "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\n{q}<|eot_id|>"
+                         "<|start_header_id|>assistant<|end_header_id|>\n\n"),
+         "d3llm-dream": ("Dream-v0-Instruct-7B", 151666,
+                         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n"
+                         "<|im_start|>assistant\n")}
+
+
+def _base_tokenizer(base: str, tmp_path: Path):
+    """The base checkpoint's real tokenizer; LLaDA's tokenizer.json is not offline, so its real
+    tokenizer_config.json (chat template, special tokens) over a byte-level vocabulary with its special tokens."""
+    if (HUB / base / "vocab.json").is_file():
+        return load_tokenizer(HUB / base)
+    from dare.backends.models.tiny import write_tokenizer
+
+    real = json.loads((HUB / base / "tokenizer_config.json").read_text())
+    specials = [t["content"] for t in real["added_tokens_decoder"].values()]
+    write_tokenizer(tmp_path, specials, {}, "")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(real))
+    return load_tokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(D3LLM))
+def test_d3llm_renders_the_authors_worked_example_and_keeps_their_mask_id(name, tmp_path):
+    base, mask_id, prompt = D3LLM[name]
+    spec = config.model(name)
+    tok = _base_tokenizer(base, tmp_path)
+    rendered = render_prompt(tok, [{"role": "user", "content": D3LLM_QUESTION}], use_chat_template(tok, spec))
+    assert rendered == prompt.format(q=D3LLM_QUESTION)
+    hub_config = json.loads((HUB / base / "config.json").read_text())
+    assert detect_architecture(hub_config).name == spec.architecture
+    mask, eos, _, _ = resolve_special_ids(detect_architecture(hub_config), hub_config, tok,
+                                          hub_config.get("vocab_size", 1 << 20), spec.mask_id, spec.eos_id)
+    assert mask == mask_id and eos == hub_config["eos_token_id"]
+
+
+@pytest.mark.parametrize("name", sorted(D3LLM))
+def test_d3llm_decoding_options_are_valid_for_its_decoder(name):
+    from dare.backends.decoding.d3llm import D3llmOptions
+
+    spec = config.model(name)
+    for key, entry in spec.decoding.items():
+        options = D3llmOptions(**(entry.get("extra") or spec.decoding["default"]["extra"]))
+        assert options.d3llm_block_add_threshold == 0.1 and options.d3llm_decoded_token_threshold == 0.95, key
