@@ -1,10 +1,10 @@
 """Checkpoints known by name on an architecture DARE has: their prompts render as their authors build them, byte
 for byte, and their special ids are their authors'.
 
-TraDo (Gen-Verse/dLLM-RL@10b4fd1) is SDAR-4B/8B-Chat trained further: its tokenizer files are on the Hugging Face
-hub only, so the renders use SDAR-8B-Chat's real tokenizer and chat template (the project's shared hub metadata),
-which TraDo inherits, and compare with the prompt strings the authors' evaluation code writes by hand
-(sample/trado_sample.py). Their README's example question is the worked example.
+TraDo (Gen-Verse/dLLM-RL@10b4fd1) and DiRL (OpenMOSS/DiRL@ec4bfb3) are SDAR-4B/8B-Chat trained further: their
+tokenizer files are on the Hugging Face hub only, so the renders use SDAR-8B-Chat's real tokenizer and chat template
+(the project's shared hub metadata), which they inherit, and compare with the prompt strings the authors' evaluation
+code writes by hand (sample/trado_sample.py, eval/eval_lmdeploy.py). TraDo's README question is the worked example.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ TRADO_COT = ("<|im_start|>user\n{problem}\nPlease reason step by step, and put y
 TRADO_THINK = ("<|im_start|>user\nYou need to put your final answer in \\boxed{{}}. This is the problem:\n{problem}"
                "<|im_end|>\n<|im_start|>assistant<think>\n")
 TRADO_MASK_ID = 151669  # sample/trado_sample.py mask_token_id, README block_diffusion_generate(mask_id=...)
+# OpenMOSS/DiRL@ec4bfb3 eval/eval_lmdeploy.py: reason_prompt (start_with_think off, as configs/eval.yaml sets it)
+DIRL = ("<|im_start|>user\n{problem}\nPlease reason step by step, and put your final answer within $\\boxed{{}}$."
+        "<|im_end|>\n<|im_start|>assistant\n")
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +56,15 @@ def test_trado_thinking_opens_the_answer_with_think_as_the_authors_do(sdar_token
     assert _render(sdar_tokenizer, "trado-8b-thinking", content) == TRADO_THINK.format(problem=QUESTION)
 
 
+def test_dirl_renders_the_authors_prompt(sdar_tokenizer):
+    content = f"{QUESTION}\nPlease reason step by step, and put your final answer within $\\boxed{{}}$."
+    assert _render(sdar_tokenizer, "dirl-8b-instruct", content) == DIRL.format(problem=QUESTION)
+
+
 @pytest.mark.parametrize("name,base", [("trado-4b-instruct", "SDAR-4B-Chat"), ("trado-8b-instruct", "SDAR-8B-Chat"),
-                                       ("trado-8b-thinking", "SDAR-8B-Chat")])
-def test_trado_special_ids_are_the_authors(sdar_tokenizer, name, base):
+                                       ("trado-8b-thinking", "SDAR-8B-Chat"), ("dirl-8b-instruct", "SDAR-8B-Chat")])
+def test_sdar_based_special_ids_are_the_authors(sdar_tokenizer, name, base):
+    """TraDo's and DiRL's mask id is SDAR's (both pass 151669 or SDAR's config), their answers end at <|im_end|>."""
     spec = config.model(name)
     hub_config = json.loads((HUB / base / "config.json").read_text())
     assert detect_architecture(hub_config).name == spec.architecture == "sdar"
