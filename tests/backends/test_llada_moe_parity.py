@@ -22,6 +22,7 @@ from dare.backends.decoding.mdm import decode_masked_diffusion
 from dare.backends.engines.fastdllm import FastDllmEngine
 from dare.backends.models.loader import detect_architecture, load_model, read_config
 from dare.backends.models.tiny import write_tiny_checkpoint
+from dare.backends.models.transformer import DiffusionTransformer
 from dare.harness import config
 from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import EngineContext, GenerationRequest
@@ -106,3 +107,21 @@ def test_dual_cache_tokens_and_nfe_equal_the_reference_systems_cached_loop():
     assert [g.token_ids for g in out] == dual["tokens"]
     # their returned count adds one per block to the forwards it ran (it counts a block's first commit as a pass)
     assert [g.nfe for g in out] == dual["forwards"] == [n - 2 for n in dual["nfe"]]
+
+
+def test_the_real_shape_has_the_published_7b_total_and_1_4b_active_parameters():
+    """inclusionAI's model card: 7B parameters, 1.4B active. The shape (benchmarks/gpu_decode.py LLADA_MOE_7B: 16
+    layers, hidden 2048, 64 experts of width 1024, top-8, 157,184 rows) gives 7.36B in all and 1.40B per token
+    (attention, 8 experts, the router and the LM head; the input embedding is a lookup)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import gpu_decode
+
+    args = detect_architecture(gpu_decode.LLADA_MOE_7B).build_args(gpu_decode.LLADA_MOE_7B)
+    with torch.device("meta"):
+        net = DiffusionTransformer(args)
+    total = sum(p.numel() for p in net.parameters())
+    experts = sum(p.numel() for n, p in net.named_parameters() if ".experts_" in n)
+    active = total - net.embed.weight.numel() - experts * (1 - args.num_experts_per_tok / args.num_experts)
+    assert round(total / 1e9, 2) == 7.36 and round(active / 1e9, 2) == 1.40
