@@ -96,25 +96,25 @@ _FAMILIES: dict[str, dict[str, Any]] = {
             "n_group": 4, "topk_group": 2, "score_function": "sigmoid", "moe_router_enable_expert_bias": True,
             "routed_scaling_factor": 2.5, "norm_topk_prob": True, "vocab_size": TINY_VOCAB,
             "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"}),
-    # LLaDA-MoE-7B-A1B's keys (model_type "llada", like the dense model's) at tiny sizes; the Ling tokenizer family
-    "llada_moe": dict(
-        **_LING_TOKENIZER,
-        config=lambda ids: {
-            "architectures": ["LLaDAMoEModelLM"], "model_type": "llada", "hidden_size": 64, "num_attention_heads": 4,
-            "num_key_value_heads": 4, "num_hidden_layers": 2, "dense_intermediate_size": 128,
-            "expert_intermediate_size": 32, "shared_expert_intermediate_size": None, "num_experts": 8,
-            "num_experts_per_tok": 2, "moe_layer_freq": [1, 1], "moe_router_enable_expert_bias": False,
-            "moe_router_score_function": "softmax", "norm_topk_prob": False, "qk_layernorm": True,
-            "partial_rotary_factor": 1, "rope_theta": 50000, "rope_scaling": None, "rms_norm_eps": 1e-5,
-            "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None, "hidden_act": "silu",
-            "max_position_embeddings": 4096, "vocab_size": TINY_VOCAB, "router_aux_loss_coef": 0.01,
-            "output_router_logits": False, "use_cache": False, "eos_token_id": ids["<|endoftext|>"],
-            "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"}),
 }
 _FAMILIES["sdar_moe"] = dict(_FAMILIES["sdar"], shards=2, config=lambda ids: {
     **{k: v for k, v in _FAMILIES["sdar"]["config"](ids).items() if k not in ("mask_token_id", "block_size")},
     "architectures": ["SDARMoeForCausalLM"], "model_type": "sdar_moe", "num_experts": 8, "num_experts_per_tok": 2,
     "moe_intermediate_size": 32, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []})
+# LLaDA-MoE-7B-A1B's keys (model_type "llada", like the dense model's) at tiny sizes; the Ling tokenizer family
+_FAMILIES["llada_moe"] = dict(
+    **_LING_TOKENIZER,
+    config=lambda ids: {
+        "architectures": ["LLaDAMoEModelLM"], "model_type": "llada", "hidden_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "num_hidden_layers": 2, "dense_intermediate_size": 128,
+        "expert_intermediate_size": 32, "shared_expert_intermediate_size": None, "num_experts": 8,
+        "num_experts_per_tok": 2, "moe_layer_freq": [1, 1], "moe_router_enable_expert_bias": False,
+        "moe_router_score_function": "softmax", "norm_topk_prob": False, "qk_layernorm": True,
+        "partial_rotary_factor": 1, "rope_theta": 50000, "rope_scaling": None, "rms_norm_eps": 1e-5,
+        "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None, "hidden_act": "silu",
+        "max_position_embeddings": 4096, "vocab_size": TINY_VOCAB, "router_aux_loss_coef": 0.01,
+        "output_router_logits": False, "use_cache": False, "eos_token_id": ids["<|endoftext|>"],
+        "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"})
 ARCHITECTURES = tuple(_FAMILIES)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from dare.harness import cli
 from dare.harness import config as hcfg
 from dare.harness.errors import ModelError
 from dare.harness.models import resolve
@@ -41,6 +42,21 @@ def test_missing_weights_name_the_download_command(name, monkeypatch, tmp_path):
     with pytest.raises(ModelError, match=f"download with `hf download {HUB[name]} --local-dir "
                                          f"\\$DARE_MODEL_DIR/{name}`"):
         resolve(name, None)
+
+
+@pytest.mark.parametrize("name", sorted(HUB))
+def test_dry_run_plans_every_suite_from_the_model_config_alone(name, monkeypatch, tmp_path, capsys):
+    """No weights anywhere: --dry-run still resolves each suite's decoder, options and hash; a run stops with the
+    download command (exit 2)."""
+    monkeypatch.setenv("DARE_MODEL_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    for suite in ("math", "code"):
+        assert cli.main(["--model", name, "--suite", suite, "--dry-run", "--out", str(tmp_path / "runs")]) == 0
+        out = capsys.readouterr().out
+        assert "checkpoint: none found; planned from the model config alone" in out
+        assert f"remasking\":\"{hcfg.model(name).decoding_for(suite)['remasking']}\"" in out
+    assert cli.main(["--model", name, "--suite", "math", "--limit", "1", "--out", str(tmp_path / "runs")]) == 2
+    assert f"hf download {HUB[name]}" in capsys.readouterr().err
 
 
 def test_trado_decodes_as_its_evaluation_configs():
