@@ -1,4 +1,4 @@
-"""The six supported checkpoint layouts: config.json -> ModelArgs, and internal -> official tensor names.
+"""The seven supported checkpoint layouts: config.json -> ModelArgs, and internal -> official tensor names.
 
 Each :class:`Architecture` is registered (lazily, see ``__init__``) in ``dare.harness.registry.architectures``
 under its short name and under the names a checkpoint's config.json uses (``architectures[0]``,
@@ -9,7 +9,7 @@ with ``{i}`` (layer) and ``{e}`` (expert) placeholders to the official safetenso
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dare.harness.errors import ModelError
@@ -180,6 +180,9 @@ LLADA = Architecture(
     name="llada", config_names=("LLaDAModelLM", "llada"), build_args=_llada_args, tensor_names=_LLADA_NAMES,
     attention="bidirectional", decoding_family="mdm", mask_id=126336, stop_texts=("<|eot_id|>",),
     layout_keys=("d_model",))
+# MMaDA (Gen-Verse/MMaDA models/modeling_mmada.py: MMadaModelLM(LLaDAModelLM)): LLaDA's network and tensor names
+# under its own config names, the vocabulary extended by image tokens; its text path is LLaDA's
+MMADA = replace(LLADA, name="mmada", config_names=("MMadaModelLM", "mmada"))
 # the real config.json says model_type "llada" (the dense model's); its keys tell the MoE layout apart
 LLADA_MOE = Architecture(
     name="llada_moe", config_names=("LLaDAMoEModelLM", "lladamoe", "llada"), build_args=_llada_moe_args,
@@ -206,4 +209,4 @@ LLADA2_MOE = Architecture(
     stop_texts=("<|role_end|>",), block_size=32, filtered_confidence=True,
     decoding_defaults={"block_length": 32, "remasking": "low_confidence", "threshold": 0.95})
 
-ALL = (LLADA, LLADA_MOE, DREAM, SDAR, SDAR_MOE, LLADA2_MOE)
+ALL = (LLADA, LLADA_MOE, MMADA, DREAM, SDAR, SDAR_MOE, LLADA2_MOE)

@@ -15,12 +15,14 @@ from typing import Any
 
 import torch
 
+from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.registry import architectures
 
 from .checkpoint import save_state
 from .transformer import DiffusionTransformer
 
 TINY_VOCAB = 288  # 256 byte tokens + specials + spare rows, like real checkpoints' padded embeddings
+MODEL_TEMPLATES = SHIPPED_CONFIGS / "models" / "templates"  # chat templates of models whose authors set their own
 
 _LLAMA3_TEMPLATE = (
     "{% for m in messages %}{% if loop.first %}{{ bos_token }}{% endif %}"
@@ -115,6 +117,18 @@ _FAMILIES["llada_moe"] = dict(
         "max_position_embeddings": 4096, "vocab_size": TINY_VOCAB, "router_aux_loss_coef": 0.01,
         "output_router_logits": False, "use_cache": False, "eos_token_id": ids["<|endoftext|>"],
         "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"})
+# MMaDA: LLaDA's keys and tokenizer under model_type "mmada", plus its multimodal keys (no image rows at tiny size)
+_FAMILIES["mmada"] = dict(_FAMILIES["llada"], template=(MODEL_TEMPLATES / "mmada.jinja").read_text(),
+                          config=lambda ids: {
+    **_FAMILIES["llada"]["config"](ids), "architectures": ["MMadaModelLM"], "model_type": "mmada",
+    "llm_vocab_size": TINY_VOCAB, "new_vocab_size": TINY_VOCAB, "codebook_size": 0, "num_vq_tokens": 0,
+    "num_new_special_tokens": 0,
+    # the rest of LLaDA-8B-Instruct's config.json, which MMaDA's LLaDAModelLM reads (init on CPU, not meta, when tiny)
+    "alibi_bias_max": 8.0, "attention_dropout": 0.0, "attention_layer_norm_with_affine": True,
+    "bias_for_layer_norm": False, "block_group_size": 1, "embedding_dropout": 0.0, "init_cutoff_factor": None,
+    "init_device": "cpu", "init_fn": "mitchell", "init_std": 0.02, "input_emb_norm": False,
+    "layer_norm_with_affine": True, "multi_query_attention": None, "precision": "amp_bf16", "residual_dropout": 0.0,
+    "use_cache": False})
 ARCHITECTURES = tuple(_FAMILIES)
 
 
@@ -204,7 +218,7 @@ def write_tiny_checkpoint(arch_name: str, directory: str | Path, seed: int = 0, 
 # the random tiny models shipped with the package (configs/models/tiny-*.yaml): name -> architecture.
 # tiny-llada and tiny-sdar are trained instead (see dare.backends.models.tiny_planning).
 SHIPPED = {"tiny-dream": "dream", "tiny-sdar-moe": "sdar_moe", "tiny-llada2": "llada2_moe",
-           "tiny-llada-moe": "llada_moe"}
+           "tiny-llada-moe": "llada_moe", "tiny-mmada": "mmada"}
 
 
 def write_shipped(root: Path) -> list[Path]:

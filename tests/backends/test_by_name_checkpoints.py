@@ -125,3 +125,16 @@ def test_d3llm_decoding_options_are_valid_for_its_decoder(name):
     for key, entry in spec.decoding.items():
         options = D3llmOptions(**(entry.get("extra") or spec.decoding["default"]["extra"]))
         assert options.d3llm_block_add_threshold == 0.1 and options.d3llm_decoded_token_threshold == 0.95, key
+
+
+def test_mmada_renders_the_authors_text_prompt_on_llada_s_tokenizer(tmp_path):
+    """Gen-Verse/MMaDA@3cdb870 generate.py main(): its template over LLaDA's tokenizer (MMaDA's text tokenizer is
+    LLaDA-8B-Instruct's; the rendered worked example is kept in fixtures/mmada_official.json); mask_id 126336 is the
+    constant of its models/modeling_mmada.py."""
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "mmada_official.json").read_text())
+    spec = config.model("mmada-8b-mixcot")
+    tok = _base_tokenizer("LLaDA-8B-Instruct", tmp_path)
+    rendered = render_prompt(tok, [{"role": "user", "content": fixture["questions"][0]}], use_chat_template(tok, spec))
+    assert rendered == fixture["prompt_texts"][0]
+    hub_config = json.loads((HUB / "LLaDA-8B-Instruct" / "config.json").read_text())
+    assert (spec.mask_id, spec.eos_id) == (126336, hub_config["eos_token_id"])

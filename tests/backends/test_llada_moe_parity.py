@@ -16,9 +16,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dare.backends.decoding import llada
-from dare.backends.decoding.common import Canvas
-from dare.backends.decoding.mdm import decode_masked_diffusion
 from dare.backends.engines.fastdllm import FastDllmEngine
 from dare.backends.models.loader import detect_architecture, load_model, read_config
 from dare.backends.models.tiny import write_tiny_checkpoint
@@ -27,6 +24,8 @@ from dare.harness import config
 from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.engine import EngineContext, GenerationRequest
 from dare.harness.records import DecodingConfig, Message
+
+from . import llada_cases
 
 VARIANT = {"num_hidden_layers": 3, "moe_layer_freq": [0, 1, 1], "moe_router_enable_expert_bias": True,
            "shared_expert_intermediate_size": 48, "num_key_value_heads": 2, "partial_rotary_factor": 0.5}
@@ -83,14 +82,8 @@ def test_dense_layer_selection_bias_shared_expert_and_partial_rope_equal_the_aut
 @pytest.mark.parametrize("case", FIXTURE["cases"], ids=lambda c: f"gen{c['gen_length']}-steps{c['steps']}")
 def test_low_confidence_tokens_and_nfe_equal_the_reference_loop(case):
     model = load_model(TINY, dtype=torch.float32)
-    cfg = DecodingConfig(gen_length=case["gen_length"], steps=case["steps"], block_length=case["block_length"])
     for ids, tokens, nfe in zip(FIXTURE["prompt_ids"], case["tokens"], case["nfe"], strict=True):
-        canvas = Canvas.build([ids], cfg.gen_length, model.mask_id, model.pad_id, "cpu")
-        with torch.inference_mode():
-            result = decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(), [torch.Generator()],
-                                             llada.low_confidence)
-        assert result.tokens[0].tolist() == tokens
-        assert int(result.nfe[0]) == nfe
+        assert llada_cases.low_confidence(model, ids, case) == (tokens, nfe)
 
 
 def test_dual_cache_tokens_and_nfe_equal_the_reference_systems_cached_loop():

@@ -15,11 +15,12 @@ HUB = {"llada-moe-7b-a1b-base": "inclusionAI/LLaDA-MoE-7B-A1B-Base",
        "llada-moe-7b-a1b-instruct": "inclusionAI/LLaDA-MoE-7B-A1B-Instruct",
        "trado-4b-instruct": "Gen-Verse/TraDo-4B-Instruct", "trado-8b-instruct": "Gen-Verse/TraDo-8B-Instruct",
        "trado-8b-thinking": "Gen-Verse/TraDo-8B-Thinking", "d3llm-llada": "d3LLM/d3LLM_LLaDA",
-       "d3llm-dream": "d3LLM/d3LLM_Dream", "dirl-8b-instruct": "OpenMOSS-Team/DiRL-8B-Instruct"}
+       "d3llm-dream": "d3LLM/d3LLM_Dream", "dirl-8b-instruct": "OpenMOSS-Team/DiRL-8B-Instruct",
+       "mmada-8b-mixcot": "Gen-Verse/MMaDA-8B-MixCoT"}
 ALIASES = {"llada-moe": "llada-moe-7b-a1b-instruct", "llada-moe-base": "llada-moe-7b-a1b-base",
            "trado-4b": "trado-4b-instruct", "trado-8b": "trado-8b-instruct", "trado-8b-think": "trado-8b-thinking",
            "d3llm-llada-8b": "d3llm-llada", "d3llm-dream-7b": "d3llm-dream",
-           "dirl-8b": "dirl-8b-instruct"}
+           "dirl-8b": "dirl-8b-instruct", "mmada-8b": "mmada-8b-mixcot"}
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
