@@ -1,7 +1,7 @@
 """Decoding speed of 8B-shaped dLLMs on one GPU: every registered masked-diffusion strategy (commit rules,
-KV caches, DPad under the dual cache) against the uncached reference (LLaDA-8B), every registered Dream
-strategy against ``dream:low_confidence`` (Dream-7B), the exact block cache (SDAR-8B), and lmdeploy / SGLang
-where importable and a checkpoint is given.
+KV caches, DPad under the dual cache) against the uncached reference (LLaDA-8B, LLaDA-MoE-7B-A1B), every
+registered Dream strategy against ``dream:low_confidence`` (Dream-7B), the exact block cache (SDAR-8B), and
+lmdeploy / SGLang where importable and a checkpoint is given.
 
     python benchmarks/gpu_decode.py [--lengths 256 1024] [--block-length 32] [--prompt-length 128]
         [--sdar-path ~/models/SDAR-8B-Chat] [--shape 8b|small]
@@ -40,14 +40,24 @@ SDAR_8B = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads"
 DREAM_7B = {"hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
             "intermediate_size": 18944, "vocab_size": 152064, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
             "mask_token_id": 151666, "eos_token_id": 151643}
+# LLaDA-MoE-7B-A1B (inclusionAI's model card and modeling_lladamoe.py: 16 layers, 64 experts, top-8, every layer MoE)
+LLADA_MOE_7B = {"architectures": ["LLaDAMoEModelLM"], "model_type": "llada", "hidden_size": 2048,
+                "num_attention_heads": 16, "num_key_value_heads": 16, "num_hidden_layers": 16,
+                "dense_intermediate_size": 8192, "expert_intermediate_size": 1024, "num_experts": 64,
+                "num_experts_per_tok": 8, "moe_layer_freq": [1] * 16, "qk_layernorm": True, "rope_theta": 50000,
+                "partial_rotary_factor": 1, "rms_norm_eps": 1e-5, "vocab_size": 157184, "mask_token_id": 156895,
+                "eos_token_id": 156892}
 SMALL = {"llada": {"d_model": 512, "n_layers": 4, "mlp_hidden_size": 1408, "n_heads": 8, "n_kv_heads": 8},
          "dream": {"hidden_size": 512, "num_hidden_layers": 4, "intermediate_size": 1408,
                    "num_attention_heads": 8, "num_key_value_heads": 2},
          "sdar": {"hidden_size": 512, "num_hidden_layers": 4, "intermediate_size": 1408, "head_dim": 64,
-                  "num_attention_heads": 8, "num_key_value_heads": 2}}
+                  "num_attention_heads": 8, "num_key_value_heads": 2},
+         "llada_moe": {"hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+                       "expert_intermediate_size": 256, "moe_layer_freq": [1] * 4}}
 
 
-FAMILY = {"llada": "mdm", "dream": "dream"}  # architecture -> the decoding family its strategies register under
+#: architecture -> the decoding family its strategies register under
+FAMILY = {"llada": "mdm", "llada_moe": "mdm", "dream": "dream"}
 #: options for rules that bind something of the tokenizer, which random-weight models do not have: PC-Sampler
 #: runs on the uniform table (the same work per step as the declared one: one gather of V frequencies)
 NO_TOKENIZER = {"pc_sampler": {"pc_background": "none"}}
@@ -181,7 +191,8 @@ def main() -> None:
         return
     results: dict = {"device": torch.cuda.get_device_name(), "shape": args.shape, "batch": args.batch}
     prompt = [(7 * i) % 1000 + 10 for i in range(args.prompt_length)]
-    for arch, config in (("llada", LLADA_8B), ("dream", DREAM_7B), ("sdar", SDAR_8B)):
+    # LLaDA-MoE last: its 64-expert loop is the slowest, and a timeout keeps the figures measured before it
+    for arch, config in (("llada", LLADA_8B), ("dream", DREAM_7B), ("sdar", SDAR_8B), ("llada_moe", LLADA_MOE_7B)):
         config = {**config, **(SMALL[arch] if args.shape == "small" else {})}
         model = build(arch, config, "cuda")
         if arch == "sdar":

@@ -125,7 +125,7 @@ def make_request(args: argparse.Namespace, argv: list[str]) -> EvalRequest:
                        model_path=args.model_path, completions=args.completions, limit=args.limit, seed=args.seed,
                        device=args.device, out=args.out, cache_dir=args.cache_dir, workers=args.workers,
                        unsafe_local_exec=args.unsafe_local_exec, command=[PROG, *argv],
-                       progress=progress_bars(not args.no_progress and not args.dry_run))
+                       progress=progress_bars(not args.no_progress and not args.dry_run), dry_run=args.dry_run)
 
 
 def make_plan(args: argparse.Namespace, argv: list[str]) -> EvalPlan:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import config as cfg
 from .data import verified_path
 from .engine import EngineBase
-from .options import HARNESS_FIELDS
+from .options import HARNESS_FIELDS, capabilities
 from .prompts import template
 from .records import canonical_json
 from .registry import decoders
@@ -22,6 +22,10 @@ from .verifiers import verifiers
 def describe(plan: EvalPlan) -> str:
     """Readable lines of the plan (one ``key: value`` per line, JSON values)."""
     lines = [f"suite: {plan.suite.name} ({', '.join(plan.suite.benchmarks)})", f"model: {plan.model_name}"]
+    ctx = plan.engine_context
+    if ctx is not None and ctx.model_path is None and ctx.model_spec is not None and not ctx.model_spec.path \
+            and capabilities(type(plan.engine)).needs_checkpoint:
+        lines.append("checkpoint: none found; planned from the model config alone (a run needs the weights)")
     options = plan.engine.options.model_dump(mode="json") if isinstance(plan.engine, EngineBase) else {}
     lines.append(f"engine: {plan.engine.name} {plan.engine.version} options {canonical_json(options)}")
     lines.append(f"engine identity (generation cache key): {canonical_json(plan.engine_identity())}")

@@ -26,8 +26,10 @@ def _hf_cache_snapshot(hub_id: str) -> Path | None:
     return candidates[-1].parent if candidates else None
 
 
-def resolve(name: str | None, path: str | None, needs_checkpoint: bool = True) -> ResolvedModel:
-    """Resolve ``--model`` / ``--model-path`` into a name, its config (if known) and a checkpoint dir."""
+def resolve(name: str | None, path: str | None, needs_checkpoint: bool = True,
+            config_alone: bool = False) -> ResolvedModel:
+    """Resolve ``--model`` / ``--model-path`` into a name, its config (if known) and a checkpoint dir;
+    ``config_alone`` (a dry run): a known model whose weights are not found resolves with no checkpoint."""
     if path is not None:
         ckpt = Path(path).expanduser()
         if not ckpt.is_dir():
@@ -45,6 +47,8 @@ def resolve(name: str | None, path: str | None, needs_checkpoint: bool = True) -
     for candidate in _candidates(spec):
         if candidate is not None and (candidate / "config.json").is_file():
             return ResolvedModel(spec.name, spec, candidate)
+    if config_alone:
+        return ResolvedModel(spec.name, spec, None)
     target = f"$DARE_MODEL_DIR/{spec.name}" if os.environ.get("DARE_MODEL_DIR") else f"~/models/{spec.name}"
     # `hf` is the CLI that huggingface_hub installs now (huggingface-cli is deprecated)
     download = (f"download with `hf download {spec.hub_id} --local-dir {target}`" if spec.hub_id

@@ -114,6 +114,8 @@ class EvalRequest:
     """The command line recorded in run.json."""
     progress: Any = None
     """``(description, total) -> bar`` with ``update(n)`` and ``close()``; None: no progress bars."""
+    dry_run: bool = False
+    """Only plan: a known model whose weights are not found is planned from its model config alone."""
 
     def __post_init__(self):
         object.__setattr__(self, "overrides", tuple(self.overrides or ()))
@@ -172,7 +174,7 @@ def _resolve(r: EvalRequest) -> EvalPlan:
         label = r.model
         if not caps.needs_checkpoint and not label and not r.model_path:
             label = f"{r.engine}:{Path(r.completions).stem}" if r.completions else r.engine
-        resolved = resolve(label, str(r.model_path) if r.model_path else None, caps.needs_checkpoint)
+        resolved = resolve(label, str(r.model_path) if r.model_path else None, caps.needs_checkpoint, r.dry_run)
     options = _options(engine_cls, {**(r.engine_options or {}), **sets.engine})
     given_verifier = {**(r.verifier_options or {}), **sets.verifier}
     flags = [f"limit={r.limit}"] if r.limit is not None else []

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -70,9 +71,10 @@ class TorchEngine(LikelihoodMixin, EngineBase):
     def __init__(self, ctx: EngineContext):
         super().__init__(ctx)
         spec = ctx.model_spec
-        self.path = checkpoint_dir(ctx)
+        # no checkpoint for a known model: a dry run planned from its model config alone (loading names the fix)
+        self.path = checkpoint_dir(ctx) if ctx.model_path or not spec or spec.path else None
         self._templated: bool | None = None
-        self.config = read_config(self.path)
+        self.config = read_config(self.path) if self.path else {}
         self.arch = detect_architecture(self.config, spec.architecture if spec else None)
         self.device = ctx.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.options.threads:  # --set engine.threads=N: tiny models on shared CPUs run best on 1
@@ -84,17 +86,20 @@ class TorchEngine(LikelihoodMixin, EngineBase):
     def model(self) -> LoadedModel:
         if self._model is None:
             spec = self.ctx.model_spec
-            self._model = load_model(self.path, self.arch.name, mask_id=spec.mask_id if spec else None,
+            self._model = load_model(self._checkpoint(), self.arch.name, mask_id=spec.mask_id if spec else None,
                                      eos_id=spec.eos_id if spec else None, device=self.device,
                                      dtype=_DTYPES[self._dtype()], attention=self.options.attention)
         return self._model
+
+    def _checkpoint(self) -> Path:
+        return self.path or checkpoint_dir(self.ctx)  # without one: the one-line error naming --model-path
 
     def use_model(self, model: LoadedModel) -> None:
         """Decode with ``model`` from now on (a trainer's policy, or weights it filled in itself)."""
         self._model = model
 
     def model_info(self) -> ModelInfo:
-        digest, parts = fingerprint(self.path)
+        digest, parts = fingerprint(self._checkpoint())
         return ModelInfo(name=self.ctx.model_name, path=str(self.path), architecture=self.arch.name,
                          fingerprint=digest, fingerprint_parts=parts)
 
@@ -121,7 +126,7 @@ class TorchEngine(LikelihoodMixin, EngineBase):
         """A decoder's plan-time binding, with the model's tokenizer (the loaded one, or at plan time the
         checkpoint's alone: no weights are loaded for it) and the run's cache directory."""
         if self._tokenizer is None:
-            self._tokenizer = self._model.tokenizer if self._model is not None else load_tokenizer(self.path)
+            self._tokenizer = self._model.tokenizer if self._model is not None else load_tokenizer(self._checkpoint())
         return bind(options, self._tokenizer, self.ctx.cache_dir)
 
     def decoding_defaults(self) -> dict:

@@ -1,4 +1,4 @@
-"""The five supported checkpoint layouts: config.json -> ModelArgs, and internal -> official tensor names.
+"""The seven supported checkpoint layouts: config.json -> ModelArgs, and internal -> official tensor names.
 
 Each :class:`Architecture` is registered (lazily, see ``__init__``) in ``dare.harness.registry.architectures``
 under its short name and under the names a checkpoint's config.json uses (``architectures[0]``,
@@ -9,7 +9,7 @@ with ``{i}`` (layer) and ``{e}`` (expert) placeholders to the official safetenso
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dare.harness.errors import ModelError
@@ -33,6 +33,8 @@ class Architecture:
     block_size: int | None = None
     filtered_confidence: bool = False  # LLaDA2: confidence under the top-k/top-p filtered distribution
     decoding_defaults: dict[str, Any] = field(default_factory=dict)  # used when no ModelSpec is given
+    # config.json keys that tell this layout apart from another family's under the same model_type
+    layout_keys: tuple[str, ...] = ()
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -92,6 +94,29 @@ def _llada2_args(cfg: dict[str, Any]) -> ModelArgs:
         routed_scaling_factor=cfg.get("routed_scaling_factor", 1.0))
 
 
+def _llada_moe_args(cfg: dict[str, Any]) -> ModelArgs:
+    h, heads, layers, experts, width = _need(cfg, "hidden_size", "num_attention_heads", "num_hidden_layers",
+                                             "num_experts", "expert_intermediate_size")
+    unsupported = [k for k in ("attention_bias", "clip_qkv", "rope_scaling") if cfg.get(k)]
+    if cfg.get("moe_router_score_function") not in (None, "softmax"):
+        unsupported.append(f"moe_router_score_function={cfg['moe_router_score_function']}")
+    if unsupported:
+        raise ModelError(f"LLaDA-MoE config uses unsupported options {unsupported}; only the layout of "
+                         "LLaDA-MoE-7B-A1B (softmax router, no attention bias, plain RoPE) is implemented")
+    head_dim = h // heads
+    freq = cfg.get("moe_layer_freq") or [1] * layers
+    return ModelArgs(
+        vocab_size=cfg["vocab_size"], hidden_size=h, n_layers=layers, n_heads=heads,
+        n_kv_heads=cfg.get("num_key_value_heads") or heads, head_dim=head_dim,
+        intermediate_size=cfg.get("dense_intermediate_size") or 0, norm_eps=cfg.get("rms_norm_eps", 1e-5),
+        rope_theta=cfg.get("rope_theta", 10000.0), rotary_dim=int(head_dim * cfg.get("partial_rotary_factor", 1.0)),
+        qk_norm=bool(cfg.get("qk_layernorm")), moe_layers=tuple(i for i, f in enumerate(freq) if f),
+        num_experts=experts, num_experts_per_tok=cfg["num_experts_per_tok"], moe_intermediate_size=width,
+        # the authors' block fixes norm_topk_prob to False whatever config.json says (modeling_lladamoe.py)
+        norm_topk_prob=False, router_bias=bool(cfg.get("moe_router_enable_expert_bias")),
+        shared_intermediate_size=cfg.get("shared_expert_intermediate_size") or 0)
+
+
 _LLADA_NAMES = {
     "embed.weight": "model.transformer.wte.weight",
     "layers.{i}.attn_norm.weight": "model.transformer.blocks.{i}.attn_norm.weight",
@@ -143,9 +168,26 @@ _LLADA2_NAMES = {
     "lm_head.weight": "lm_head.weight",
 }
 
+# inclusionAI's LLaDA-MoE (modeling_lladamoe.py): Qwen-style names, a per-layer shared expert beside the MoE block
+_LLADA_MOE_NAMES = {
+    **_QWEN_NAMES,
+    "layers.{i}.mlp.expert_bias": "model.layers.{i}.mlp.expert_bias",
+    **{f"layers.{{i}}.mlp.shared.{p}.weight": f"model.layers.{{i}}.shared_expert.{p}_proj.weight"
+       for p in ("gate", "up", "down")},
+}
+
 LLADA = Architecture(
     name="llada", config_names=("LLaDAModelLM", "llada"), build_args=_llada_args, tensor_names=_LLADA_NAMES,
-    attention="bidirectional", decoding_family="mdm", mask_id=126336, stop_texts=("<|eot_id|>",))
+    attention="bidirectional", decoding_family="mdm", mask_id=126336, stop_texts=("<|eot_id|>",),
+    layout_keys=("d_model",))
+# MMaDA (Gen-Verse/MMaDA models/modeling_mmada.py: MMadaModelLM(LLaDAModelLM)): LLaDA's network and tensor names
+# under its own config names, the vocabulary extended by image tokens; its text path is LLaDA's
+MMADA = replace(LLADA, name="mmada", config_names=("MMadaModelLM", "mmada"))
+# the real config.json says model_type "llada" (the dense model's); its keys tell the MoE layout apart
+LLADA_MOE = Architecture(
+    name="llada_moe", config_names=("LLaDAMoEModelLM", "lladamoe", "llada"), build_args=_llada_moe_args,
+    tensor_names=_LLADA_MOE_NAMES, attention="bidirectional", decoding_family="mdm", mask_id=156895,
+    stop_texts=("<|role_end|>",), layout_keys=("num_experts", "expert_intermediate_size"))
 DREAM = Architecture(
     name="dream", config_names=("DreamModel", "Dream"), tensor_names=_QWEN_NAMES,
     build_args=lambda cfg: _qwen_args(cfg, qkv_bias=True, qk_norm=False),
@@ -167,4 +209,4 @@ LLADA2_MOE = Architecture(
     stop_texts=("<|role_end|>",), block_size=32, filtered_confidence=True,
     decoding_defaults={"block_length": 32, "remasking": "low_confidence", "threshold": 0.95})
 
-ALL = (LLADA, DREAM, SDAR, SDAR_MOE, LLADA2_MOE)
+ALL = (LLADA, LLADA_MOE, MMADA, DREAM, SDAR, SDAR_MOE, LLADA2_MOE)

@@ -106,18 +106,20 @@ class MoE(nn.Module):
     """Routed SwiGLU experts stacked as (E, I, H) / (E, H, I) tensors, plus an optional shared expert.
 
     The router is a callable ``(logits_input (T, H)) -> (weights (T, k), experts (T, k))`` chosen by the
-    architecture (softmax top-k for Qwen3-MoE, sigmoid group-limited for LLaDA2).
+    architecture (softmax top-k for Qwen3-MoE and LLaDA-MoE, sigmoid group-limited for LLaDA2).
     """
 
     def __init__(self, args):
         super().__init__()
         e, i, h = args.num_experts, args.moe_intermediate_size, args.hidden_size
         self.router = nn.Linear(h, e, bias=False)
-        self.expert_bias = nn.Parameter(torch.zeros(e), requires_grad=False) if args.router == "sigmoid_group" else None
+        biased = args.router == "sigmoid_group" or args.router_bias
+        self.expert_bias = nn.Parameter(torch.zeros(e), requires_grad=False) if biased else None
         self.experts_gate = nn.Parameter(torch.empty(e, i, h))
         self.experts_up = nn.Parameter(torch.empty(e, i, h))
         self.experts_down = nn.Parameter(torch.empty(e, h, i))
-        self.shared = SwiGLU(h, i * args.num_shared_experts) if args.num_shared_experts else None
+        shared = args.shared_intermediate_size or i * args.num_shared_experts
+        self.shared = SwiGLU(h, shared) if shared else None
         self.args = args
 
     def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,6 +128,8 @@ class MoE(nn.Module):
         logits = F.linear(x.float(), self.router.weight.float())  # routers run in fp32
         if a.router == "softmax":
             probs = logits.softmax(-1)
+            if self.expert_bias is not None:  # LLaDA-MoE: the bias moves the selection and stays in the weights
+                probs = probs + self.expert_bias.float()
             weights, experts = probs.topk(a.num_experts_per_tok, dim=-1)
             if a.norm_topk_prob:
                 weights = weights / weights.sum(-1, keepdim=True)

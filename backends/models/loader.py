@@ -60,7 +60,8 @@ def read_config(path: Path) -> dict[str, Any]:
 def detect_architecture(config: dict[str, Any], declared: str | None = None) -> Architecture:
     """The registered architecture named by the ModelSpec or by config.json (they must agree)."""
     from_config = [*(config.get("architectures") or []), config.get("model_type")]
-    found = next((architectures.get(n) for n in filter(None, from_config) if n in architectures), None)
+    found = _by_layout(config, next((architectures.get(n) for n in filter(None, from_config) if n in architectures),
+                                    None))
     if declared:
         wanted = architectures.get(declared) if declared in architectures else None
         if wanted is not None and found is not None and wanted is not found:
@@ -72,6 +73,17 @@ def detect_architecture(config: dict[str, Any], declared: str | None = None) -> 
     candidates = [declared] if declared else from_config
     raise ModelError(f"unknown dLLM architecture {', '.join(map(str, filter(None, candidates))) or '(none)'}; "
                      f"supported: {', '.join(a for a in architectures.names() if a.islower())}")
+
+
+def _by_layout(config: dict[str, Any], found: Architecture | None) -> Architecture | None:
+    """``found``, unless config.json lacks its layout keys and another architecture sharing its model_type has
+    them (LLaDA-MoE's config.json says model_type "llada", the dense LLaDA's)."""
+    if found is None or all(k in config for k in found.layout_keys):
+        return found
+    model_type = config.get("model_type")
+    sharing = (architectures.get(n) for n in architectures.names())
+    return next((a for a in sharing if model_type in a.config_names and a.layout_keys
+                 and all(k in config for k in a.layout_keys)), found)
 
 
 def _first(value: Any) -> int | None:

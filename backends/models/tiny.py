@@ -15,12 +15,14 @@ from typing import Any
 
 import torch
 
+from dare.harness.config import SHIPPED_CONFIGS
 from dare.harness.registry import architectures
 
 from .checkpoint import save_state
 from .transformer import DiffusionTransformer
 
 TINY_VOCAB = 288  # 256 byte tokens + specials + spare rows, like real checkpoints' padded embeddings
+MODEL_TEMPLATES = SHIPPED_CONFIGS / "models" / "templates"  # chat templates of models whose authors set their own
 
 _LLAMA3_TEMPLATE = (
     "{% for m in messages %}{% if loop.first %}{{ bos_token }}{% endif %}"
@@ -38,6 +40,13 @@ _LING_TEMPLATE = (
     "{% elif m['role'] == 'assistant' %}{{ '<role>ASSISTANT</role>' + m['content'] + '<|role_end|>' }}"
     "{% elif not loop.first %}{{ '<role>SYSTEM</role>' + m['content'] + '<|role_end|>' }}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<role>ASSISTANT</role>' }}{% endif %}")
+
+# the Ling tokenizer layout of inclusionAI's LLaDA2.x and LLaDA-MoE
+_LING_TOKENIZER: dict[str, Any] = dict(
+    specials=["<|startoftext|>", "<|endoftext|>", "<role>", "</role>", "<|role_end|>", "<|mask|>"],
+    roles=dict(bos_token="<|startoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+               mask_token="<|mask|>"),
+    template=_LING_TEMPLATE, shards=2)
 
 # per family: special tokens in id order (from 256), tokenizer_config roles, template, config.json keys
 _FAMILIES: dict[str, dict[str, Any]] = {
@@ -79,10 +88,7 @@ _FAMILIES: dict[str, dict[str, Any]] = {
             "mask_token_id": ids["<|MASK|>"], "bos_token_id": ids["<|endoftext|>"],
             "eos_token_id": ids["<|endoftext|>"], "torch_dtype": "float32"}),
     "llada2_moe": dict(
-        specials=["<|startoftext|>", "<|endoftext|>", "<role>", "</role>", "<|role_end|>", "<|mask|>"],
-        roles=dict(bos_token="<|startoftext|>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-                   mask_token="<|mask|>"),
-        template=_LING_TEMPLATE, shards=2,
+        **_LING_TOKENIZER,
         config=lambda ids: {
             "architectures": ["LLaDA2MoeModelLM"], "model_type": "llada2_moe", "hidden_size": 64, "head_dim": 16,
             "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 3, "intermediate_size": 128,
@@ -97,6 +103,32 @@ _FAMILIES["sdar_moe"] = dict(_FAMILIES["sdar"], shards=2, config=lambda ids: {
     **{k: v for k, v in _FAMILIES["sdar"]["config"](ids).items() if k not in ("mask_token_id", "block_size")},
     "architectures": ["SDARMoeForCausalLM"], "model_type": "sdar_moe", "num_experts": 8, "num_experts_per_tok": 2,
     "moe_intermediate_size": 32, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []})
+# LLaDA-MoE-7B-A1B's keys (model_type "llada", like the dense model's) at tiny sizes; the Ling tokenizer family
+_FAMILIES["llada_moe"] = dict(
+    **_LING_TOKENIZER,
+    config=lambda ids: {
+        "architectures": ["LLaDAMoEModelLM"], "model_type": "llada", "hidden_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "num_hidden_layers": 2, "dense_intermediate_size": 128,
+        "expert_intermediate_size": 32, "shared_expert_intermediate_size": None, "num_experts": 8,
+        "num_experts_per_tok": 2, "moe_layer_freq": [1, 1], "moe_router_enable_expert_bias": False,
+        "moe_router_score_function": "softmax", "norm_topk_prob": False, "qk_layernorm": True,
+        "partial_rotary_factor": 1, "rope_theta": 50000, "rope_scaling": None, "rms_norm_eps": 1e-5,
+        "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None, "hidden_act": "silu",
+        "max_position_embeddings": 4096, "vocab_size": TINY_VOCAB, "router_aux_loss_coef": 0.01,
+        "output_router_logits": False, "use_cache": False, "eos_token_id": ids["<|endoftext|>"],
+        "pad_token_id": ids["<|endoftext|>"], "tie_word_embeddings": False, "torch_dtype": "float32"})
+# MMaDA: LLaDA's keys and tokenizer under model_type "mmada", plus its multimodal keys (no image rows at tiny size)
+_FAMILIES["mmada"] = dict(_FAMILIES["llada"], template=(MODEL_TEMPLATES / "mmada.jinja").read_text(),
+                          config=lambda ids: {
+    **_FAMILIES["llada"]["config"](ids), "architectures": ["MMadaModelLM"], "model_type": "mmada",
+    "llm_vocab_size": TINY_VOCAB, "new_vocab_size": TINY_VOCAB, "codebook_size": 0, "num_vq_tokens": 0,
+    "num_new_special_tokens": 0,
+    # the rest of LLaDA-8B-Instruct's config.json, which MMaDA's LLaDAModelLM reads (init on CPU, not meta, when tiny)
+    "alibi_bias_max": 8.0, "attention_dropout": 0.0, "attention_layer_norm_with_affine": True,
+    "bias_for_layer_norm": False, "block_group_size": 1, "embedding_dropout": 0.0, "init_cutoff_factor": None,
+    "init_device": "cpu", "init_fn": "mitchell", "init_std": 0.02, "input_emb_norm": False,
+    "layer_norm_with_affine": True, "multi_query_attention": None, "precision": "amp_bf16", "residual_dropout": 0.0,
+    "use_cache": False})
 ARCHITECTURES = tuple(_FAMILIES)
 
 
@@ -185,7 +217,8 @@ def write_tiny_checkpoint(arch_name: str, directory: str | Path, seed: int = 0, 
 
 # the random tiny models shipped with the package (configs/models/tiny-*.yaml): name -> architecture.
 # tiny-llada and tiny-sdar are trained instead (see dare.backends.models.tiny_planning).
-SHIPPED = {"tiny-dream": "dream", "tiny-sdar-moe": "sdar_moe", "tiny-llada2": "llada2_moe"}
+SHIPPED = {"tiny-dream": "dream", "tiny-sdar-moe": "sdar_moe", "tiny-llada2": "llada2_moe",
+           "tiny-llada-moe": "llada_moe", "tiny-mmada": "mmada"}
 
 
 def write_shipped(root: Path) -> list[Path]:

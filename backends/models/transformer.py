@@ -47,7 +47,9 @@ class ModelArgs:
     moe_intermediate_size: int = 0
     num_shared_experts: int = 0
     norm_topk_prob: bool = True
-    router: str = "softmax"  # "softmax" (Qwen3-MoE) or "sigmoid_group" (LLaDA2)
+    router: str = "softmax"  # "softmax" (Qwen3-MoE, LLaDA-MoE) or "sigmoid_group" (LLaDA2)
+    router_bias: bool = False  # softmax router with a selection bias added to its probabilities (LLaDA-MoE)
+    shared_intermediate_size: int = 0  # shared expert width when not num_shared_experts x the expert width
     n_group: int = 1
     topk_group: int = 1
     routed_scaling_factor: float = 1.0

@@ -13,7 +13,8 @@ from dare.harness.records import DecodingConfig, Message
 SETTINGS = {"llada": {"block_length": 8}, "dream": {"block_length": 16, "remasking": "entropy"},
             "sdar": {"block_length": 4, "remasking": "low_confidence_dynamic", "threshold": 0.9},
             "sdar_moe": {"block_length": 4, "remasking": "low_confidence_static"},
-            "llada2_moe": {"block_length": 8, "threshold": 0.95}}
+            "llada2_moe": {"block_length": 8, "threshold": 0.95}, "llada_moe": {"block_length": 8},
+            "mmada": {"block_length": 8}}
 
 
 def _requests(n=3, same_prompt=False):

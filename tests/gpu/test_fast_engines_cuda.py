@@ -72,7 +72,7 @@ def test_dual_cache_batch_invariance_on_cuda(frozen_llada):
 
 
 @pytest.mark.parametrize("batch", [1, 16])
-@pytest.mark.parametrize("arch", ["llada", "dream"])
+@pytest.mark.parametrize("arch", ["llada", "llada_moe", "dream"])
 def test_decode_benchmark_runs_every_strategy(arch, batch):
     """Every registered strategy of the family (commit rules, its own loops, caches) runs on CUDA at batch 1
     and 16 on a moderate model of the 8B shapes' layout (speed is reported by benchmarks/gpu_decode.py, not
@@ -82,7 +82,7 @@ def test_decode_benchmark_runs_every_strategy(arch, batch):
 
     from dare.harness.registry import caches, decoders
 
-    full = {"llada": gpu_decode.LLADA_8B, "dream": gpu_decode.DREAM_7B}[arch]
+    full = {"llada": gpu_decode.LLADA_8B, "llada_moe": gpu_decode.LLADA_MOE_7B, "dream": gpu_decode.DREAM_7B}[arch]
     config = {**full, **gpu_decode.SMALL[arch], "vocab_size": 8192, "embedding_size": 8192,
               "mask_token_id": 8191, "eos_token_id": 8190}
     model = gpu_decode.build(arch, config, "cuda")
@@ -94,6 +94,24 @@ def test_decode_benchmark_runs_every_strategy(arch, batch):
     expected |= {f"cache:{mode}" for mode in caches.names() if family in caches.get(mode).families}
     assert expected <= set(result["peak_mib"])  # every strategy ran and its peak memory was read
     assert all(result[label] > 0 for label in expected)
+
+
+def test_llada_moe_at_its_real_shape_decodes_uncached_and_cached():
+    """LLaDA-MoE-7B-A1B's real shape (16 layers, 64 experts top-8, 157,184-row vocabulary; random bf16 weights): the
+    default decoder and the dual cache decode a 128-token prompt, one forward per step each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import gpu_decode
+
+    model = gpu_decode.build("llada_moe", gpu_decode.LLADA_MOE_7B, "cuda")
+    assert model.net.args.moe_layers == tuple(range(16)) and model.net.args.num_experts_per_tok == 8
+    cfg = DecodingConfig(gen_length=64, steps=64, block_length=32)
+    rule = decoders.get("mdm:low_confidence")
+    for decode, c in ((rule, cfg), (cached_decoder(rule, "dual"), cfg.model_copy(update={"cache": "dual"}))):
+        canvas = Canvas.build([list(range(10, 138))], 64, model.mask_id, model.pad_id, "cuda")
+        with torch.inference_mode():
+            result = decode(model, canvas, c, [torch.Generator(device="cuda").manual_seed(0)])
+        assert result.tokens.shape == (1, 64) and int(result.nfe[0]) == 64
+        assert ((result.tokens >= 0) & (result.tokens < 157184) & (result.tokens != model.mask_id)).all()
 
 
 @pytest.mark.parametrize("name", ["lmdeploy", "sglang"])
