@@ -136,6 +136,9 @@ class DecoderInfo:
     catalog: dict[str, frozenset[str]] = field(default_factory=dict)
     namespaces: frozenset[str] = frozenset()
     """Keys of ``extra`` that hold a sub-dict of the same options (``extra.torch.step_schedule``)."""
+    option_catalog: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Every decoder the engine could choose, name -> its ``extra`` option names (to tell a user which decoders
+    read an option this one does not have)."""
     rules: dict[str, str] = field(default_factory=dict)
     """DecodingConfig field -> the rule it sets in this decoder, where decoders differ (``threshold``:
     Fast-dLLM's top-1 plus all >= tau, or SDAR's quota floor); shown by --dry-run and --list, recorded."""
