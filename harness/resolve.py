@@ -71,7 +71,7 @@ def check(decoding: DecodingConfig, decoder: DecoderInfo | None, explicit: set[s
     problems += foreign_options(flat_extra(decoding, decoder.namespaces), decoder)
     if problems:
         raise ConfigError(problems, source=source)
-    options = typed_extra(decoding, decoder.options, decoder.namespaces)
+    options = typed_extra(decoding, decoder.options, decoder.namespaces, source)
     if decoder.bind is not None:
         options = decoder.bind(options)  # what the decoder reads from the model beyond its settings
     decoding = decoding.model_copy(update=reset) if reset else decoding
@@ -91,9 +91,10 @@ def foreign_options(extra: dict[str, Any], decoder: DecoderInfo) -> list[str]:
     return problems
 
 
-def typed_extra(decoding: DecodingConfig, model: type[Options], namespaces: frozenset[str] = frozenset()) -> Options:
+def typed_extra(decoding: DecodingConfig, model: type[Options], namespaces: frozenset[str] = frozenset(),
+                source: str = "--set") -> Options:
     """The config's ``extra`` validated into a decoder's Options ``model`` (unknown keys refused, one line each)."""
-    return parse_options(model, flat_extra(decoding, namespaces), "extra")
+    return parse_options(model, flat_extra(decoding, namespaces), "extra", source)
 
 
 def flat_extra(decoding: DecodingConfig, namespaces: frozenset[str]) -> dict[str, Any]:
