@@ -4,24 +4,17 @@ and leaves a DARE run record; settings in lm-eval's ``--model_args`` are dare-ev
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
 pytest.importorskip("lm_eval")
 
-import dare  # noqa: E402
 from dare.backends.harnesses import lm_eval_cli  # noqa: E402
-from dare.harness.records import RunRecord  # noqa: E402
 from dare.leaderboards.build import build_site  # noqa: E402
 
+from .conftest import LIMIT, SETTINGS, read_run  # noqa: E402
 from .sudoku_task import TASK, write_task  # noqa: E402
-
-LIMIT = 16
-# steps=16 over blocks of 4 commits two tokens a step: tiny-sdar then solves 12 of the first 16 puzzles (75%, not
-# 100%), so a prompt, seed or setting that differs from dare-eval's shows in the score and the texts
-SETTINGS = {"steps": 16}
 
 
 @pytest.fixture(scope="module")
@@ -34,34 +27,22 @@ def runs(tmp_path_factory):
                              "--include_path", str(root), "--limit", str(LIMIT), "--batch_size", "16",
                              "--output_path", str(root / "lm_eval_out")])
     assert code == 0
-    native = dare.plan(model="tiny-sdar", suite="sudoku", limit=LIMIT,
-                       overrides=[f"{k}={v}" for k, v in SETTINGS.items()], out=root / "native")
-    dare.evaluate(native)
-    return root, native.run_dir
+    [run_dir] = list((root / "runs").iterdir())
+    return root, run_dir
 
 
-def _record(run_dir):
-    record = RunRecord.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))
-    rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text(encoding="utf-8").splitlines()]
-    return record, rows
-
-
-def test_lm_eval_scores_what_dare_eval_scores_on_the_same_data_and_settings(runs):
-    root, native_dir = runs
-    [lm_dir] = list((root / "runs").iterdir())
-    lm, lm_rows = _record(lm_dir)
-    native, native_rows = _record(native_dir)
+def test_lm_eval_scores_what_dare_eval_scores_on_the_same_data_and_settings(runs, native_sudoku):
+    lm, _ = read_run(runs[1])
+    native, _ = native_sudoku
     assert lm.metrics[TASK]["accuracy"].value == native.metrics["sudoku"]["accuracy"].value == 0.75
     assert lm.metrics[TASK]["accuracy"].n == LIMIT
     assert lm.decoding.config_hash() == native.decoding.config_hash()
     assert lm.decoder == native.decoder and lm.model.fingerprint == native.model.fingerprint
 
 
-def test_each_text_is_dare_eval_s_cut_at_the_task_s_stop_sequence(runs):
-    root, native_dir = runs
-    [lm_dir] = list((root / "runs").iterdir())
-    lm_rows = {int(r["id"]): r for r in _record(lm_dir)[1]}
-    native_rows = _record(native_dir)[1]
+def test_each_text_is_dare_eval_s_cut_at_the_task_s_stop_sequence(runs, native_sudoku):
+    lm_rows = {int(r["id"]): r for r in read_run(runs[1])[1]}
+    native_rows = native_sudoku[1]
     assert len(lm_rows) == len(native_rows) == LIMIT
     for i, row in enumerate(native_rows):
         assert lm_rows[i]["messages"] == row["messages"]  # the same prompt, template and all
@@ -70,9 +51,8 @@ def test_each_text_is_dare_eval_s_cut_at_the_task_s_stop_sequence(runs):
 
 
 def test_the_record_is_one_the_leaderboard_shows(runs, tmp_path):
-    root, _ = runs
-    [lm_dir] = list((root / "runs").iterdir())
-    record, rows = _record(lm_dir)
+    root, run_dir = runs
+    record, rows = read_run(run_dir)
     assert record.suite == TASK and record.benchmarks[TASK].verifier == "lm-eval" and "lm-eval" in record.flags
     assert record.decoding.steps == 16 and {r["benchmark"] for r in rows} == {TASK}
     report = build_site([root / "runs"], tmp_path / "site")
