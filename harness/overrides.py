@@ -134,12 +134,17 @@ def _decoding_hint(name: str, fields: list[str]) -> str:
 
 DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint)
 _DECODING = Section("decoding", DECODING_FIELDS)
-#: dare-eval (and :func:`dare.harness.plan.plan`, lm-eval's ``--model_args``, inspect's ``-M``): a decoding field
-#: bare or as ``decoding.NAME``, a decoder option as ``extra.NAME``; verifier, engine and decoder options are typed,
-#: so their readers check the names.
+#: dare-eval (and :func:`dare.harness.plan.plan`): a decoding field bare or as ``decoding.NAME``, a decoder option
+#: as ``extra.NAME``; verifier, engine and decoder options are typed, so their readers check the names.
 EVAL = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, verifier.OPTION or engine.OPTION",
                sections={"decoding": _DECODING, "extra": Section("decoding", nest="extra"),
                          "verifier": Section("verifier"), "engine": Section("engine")})
+
+
+#: lm-eval's ``--model_args`` and inspect's ``-M``: dare-eval's table, plus ``likelihood.OPTION`` for the scoring
+#: estimator (harness/likelihood.py; typed by the estimator the engine resolves)
+HOSTED = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, engine.OPTION or likelihood.OPTION",
+                 sections={**EVAL.sections, "likelihood": Section("likelihood")})
 
 
 @dataclass

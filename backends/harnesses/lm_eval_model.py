@@ -10,6 +10,8 @@ settings; ``until`` cuts the decoded text at the first stop sequence. The contex
 (DARE applies the model's chat template, as dare-eval does), and each document decodes with the seed of its
 ``task/doc_id``. lm-eval's ``--device`` (default ``cuda:0`` on any machine) is not read: ``device=`` in
 ``--model_args`` is; its ``--batch_size`` is DARE's execution-only ``batch_size`` unless the model args set one.
+``loglikelihood`` and ``loglikelihood_rolling`` requests are scored by the engine's estimator (the model family's
+unless ``likelihood=NAME``; options as ``likelihood.OPTION``), on the raw context, no chat template.
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ log = logging.getLogger(__name__)
 GEN_FIELDS = {"max_gen_toks": "gen_length", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k"}
 #: read here, not decoding fields
 GEN_READ = {"until", "do_sample"}
-NO_LIKELIHOOD = ("DARE's lm-eval model serves generate_until tasks; loglikelihood tasks (multiple choice, "
-                 "perplexity) are not served by it: run a generate_until task")
 
 
 def task_settings(gen_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +57,10 @@ def model_settings(model_args: dict[str, Any], batch_size: Any = None) -> dict[s
     if "batch_size" not in settings and str(batch_size).isdigit():
         settings["batch_size"] = int(batch_size)
     return settings
+
+
+def _request_id(request) -> str:
+    return f"{request.task_name}/{request.doc_id}/{request.idx}"
 
 
 @register_model("dare")
@@ -84,11 +88,16 @@ class DareLM(LM):
                 self.cache_hook.add_partial("generate_until", requests[i].args, texts[i])
         return [t or "" for t in texts]
 
-    def loglikelihood(self, requests, disable_tqdm: bool = False):
-        raise ConfigError(NO_LIKELIHOOD, source="lm-eval")
+    def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """``(log p(continuation | context), is_greedy)`` per request, by the session's scoring estimator; each
+        request's seed is that of ``task/doc_id/choice``."""
+        results = self.session.score([(_request_id(r), r.args[0], r.args[1]) for r in requests])
+        return [(r.logprob, r.is_greedy) for r in results]
 
-    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
-        raise ConfigError(NO_LIKELIHOOD, source="lm-eval")
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """The whole text's log-likelihood where the estimator has one (else a one-line refusal)."""
+        results = self.session.score([(_request_id(r), "", r.args[0]) for r in requests], rolling=True)
+        return [r.logprob for r in results]
 
     def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
         raise ConfigError("DARE applies the model's own chat template to each context; drop --apply_chat_template",

@@ -4,14 +4,16 @@
 lm-eval computes the scores; DARE records what decoded them. The record is rebuilt from what lm-eval returns
 (``simple_evaluate``'s dict with ``samples``, or the results and samples files its CLI writes): the model args
 resolve the same :class:`~.session.Session` again (no weights load) and each task's ``generation_kwargs`` its
-DecodingConfig. Each metric is the mean of lm-eval's per-document values with DARE's bootstrap interval; the
-benchmark is the task (its lm-eval version, its data as lm-eval's document hashes, its prompt as lm-eval's
-``doc_to_text``), scored by ``lm-eval`` at its version with the task's metric list.
+DecodingConfig (a generate_until task; a likelihood-scored one is left to lm-eval's own output, as run.json has
+no place for a scoring estimator yet). Each metric is the mean of lm-eval's per-document values with DARE's
+bootstrap interval; the benchmark is the task (its lm-eval version, its data as lm-eval's document hashes, its
+prompt as lm-eval's ``doc_to_text``), scored by ``lm-eval`` at its version with the task's metric list.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,7 @@ from dare.harness.runner import EvalPlan, build_record
 from .lm_eval_model import model_settings, task_settings
 from .session import Session
 
-RESERVED_ROW_KEYS = {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
-                     "doc_hash", "prompt_hash", "target_hash"}
+log = logging.getLogger(__name__)
 
 
 def write_records(results: dict[str, Any], samples: dict[str, list[dict[str, Any]]], command: list[str]) -> list[Path]:
@@ -40,8 +41,16 @@ def write_records(results: dict[str, Any], samples: dict[str, list[dict[str, Any
 
         model_args = simple_parse_args_string(model_args)
     session = Session(model_settings(model_args, config.get("batch_size")), source="--model_args")
-    return [_write_task(session, task, results, samples.get(task, []), command)
-            for task in results.get("results", {}) if task in samples]
+    written = []
+    for task in results.get("results", {}):
+        if task not in samples:
+            continue
+        if results.get("configs", {}).get(task, {}).get("output_type") != "generate_until":
+            # run.json records a decoding and its decoder; a scoring estimator has no place in it yet
+            log.info("dare: no run record for %s (a likelihood-scored task; lm-eval's own output has it)", task)
+            continue
+        written.append(_write_task(session, task, results, samples[task], command))
+    return written
 
 
 def _write_task(session: Session, task: str, results: dict[str, Any], rows: list[dict[str, Any]],

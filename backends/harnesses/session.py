@@ -4,7 +4,8 @@ harness hands over.
 The settings are ``dare-eval --set``'s (a DecodingConfig field, ``extra.OPTION``, ``engine.OPTION``) plus the
 few things dare-eval takes as flags: ``model`` (a name or alias), ``model_path``, ``backend`` (the engine,
 ``--backend``), ``suite`` (whose per-suite settings of the model apply; default: the model's ``default``),
-``device`` and ``out`` (where run records go). A harness's own per-task settings (lm-eval's
+``device``, ``out`` (where run records go) and ``likelihood`` (the scoring estimator, default the model family's;
+its options as ``likelihood.OPTION``). A harness's own per-task settings (lm-eval's
 ``generation_kwargs``) come between the model's settings and the user's: the user's explicit setting wins, and
 a task setting the decoder does not read is reset, as a model's is (harness/resolve.py).
 """
@@ -19,9 +20,10 @@ from typing import Any
 
 from dare.harness.engine import EngineContext, GenerationRequest, generate, request_seed
 from dare.harness.errors import ConfigError, EngineError
+from dare.harness.likelihood import EstimatorInfo, LikelihoodRequest, LikelihoodResult
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
-from dare.harness.overrides import EVAL
+from dare.harness.overrides import HOSTED
 from dare.harness.plan import typed_engine_options
 from dare.harness.records import Generation, Message
 from dare.harness.registry import engines
@@ -30,7 +32,7 @@ from dare.harness.resolve import ResolvedDecoding, resolve_decoding
 log = logging.getLogger(__name__)
 
 #: settings that name the run rather than the decoding (dare-eval's flags)
-RUN_KEYS = ("model", "model_path", "backend", "suite", "device", "out")
+RUN_KEYS = ("model", "model_path", "backend", "suite", "device", "out", "likelihood")
 
 
 class Session:
@@ -40,7 +42,7 @@ class Session:
 
     def __init__(self, settings: dict[str, Any], source: str):
         run = {k: settings[k] for k in RUN_KEYS if k in settings}
-        parsed = EVAL.parse_pairs([(k, v) for k, v in settings.items() if k not in RUN_KEYS], source=source)
+        parsed = HOSTED.parse_pairs([(k, v) for k, v in settings.items() if k not in RUN_KEYS], source=source)
         if parsed.get("verifier"):
             raise ConfigError([f"verifier.{k}: the calling harness scores with its own metrics; drop it"
                                for k in parsed["verifier"]], source=source)
@@ -62,6 +64,31 @@ class Session:
         self._resolved: dict[str, ResolvedDecoding] = {}
         self._prepared: set[str] = set()
         self.decoding({})  # the user's settings checked now, before the harness loads any data
+        self._likelihood = (str(run["likelihood"]) if run.get("likelihood") else None, parsed.get("likelihood", {}))
+        self._estimator: EstimatorInfo | None = None
+        if any(self._likelihood):
+            self.estimator()  # likewise a named estimator and its options
+
+    def estimator(self) -> EstimatorInfo:
+        """The scoring estimator (resolved once), or a one-line ConfigError where the engine has none."""
+        if self._estimator is None:
+            if not capabilities(self.engine).likelihood:
+                raise ConfigError(f"engine {self.engine.name} scores no likelihood (it declares no estimator); use "
+                                  "backend=torch for loglikelihood tasks", source=self.source)
+            try:
+                self._estimator = self.engine.likelihood_estimator(*self._likelihood)
+            except ConfigError as exc:  # the engine names no source: the settings came from ours
+                raise ConfigError(exc.problems, source=self.source) from None
+        return self._estimator
+
+    def score(self, pairs: Sequence[tuple[str, str, str]], rolling: bool = False) -> list[LikelihoodResult]:
+        """``log p(continuation | context)`` of each ``(request_id, context, continuation)``, each with the seed
+        ``request_seed(seed, request_id, 0)``; ``rolling``: the whole text's (the context empty)."""
+        seed = self.decoding({}).config.seed
+        requests = [LikelihoodRequest(rid, context, continuation, request_seed(seed, rid, 0))
+                    for rid, context, continuation in pairs]
+        score = self.engine.loglikelihood_rolling if rolling else self.engine.loglikelihood
+        return score(requests, self.estimator())
 
     def decoding(self, task: dict[str, Any]) -> ResolvedDecoding:
         """The decoding for a task's own settings (DecodingConfig fields), under the user's."""
