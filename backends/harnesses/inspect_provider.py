@@ -34,6 +34,10 @@ class DareAPI(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig | None = None, **model_args: Any):
         super().__init__(model_name=model_name, base_url=base_url, api_key=api_key, config=config or GenerateConfig())
+        scoring = sorted(k for k in model_args if k == "likelihood" or k.startswith("likelihood."))
+        if scoring:  # inspect only generates: a scoring estimator's setting would have no reader
+            raise ConfigError([f"{k}: inspect's tasks generate; drop it (likelihood settings are for lm-eval's "
+                               "loglikelihood tasks)" for k in scoring], source="-M")
         self.session = Session({"model": model_name, **model_args}, source="-M")
 
     def max_connections(self) -> int:

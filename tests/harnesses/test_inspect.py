@@ -48,3 +48,11 @@ def test_a_bad_setting_stops_the_eval_naming_it(tmp_path):
     assert done.returncode != 0 and done.stderr.splitlines()[-1] == (
         "dare.harness.errors.ConfigError: -M: extra.d3llm_entropy_threshold: unknown option (options: eos_gamma, "
         "max_steps_per_block, record_trajectory, step_schedule)")
+
+
+def test_likelihood_settings_have_no_reader_in_inspect():
+    from dare.backends.harnesses.inspect_provider import DareAPI
+    from dare.harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^-M: likelihood.mode: inspect's tasks generate; drop it"):
+        DareAPI("tiny-sdar", **{"likelihood.mode": "exact"})
