@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dare.harness.cliutil import run_cli
+from dare.harness.cliutil import Parser, emit, run_cli
 from dare.harness.errors import PrerequisiteError
 
 log = logging.getLogger(__name__)
@@ -25,8 +25,16 @@ INSTALL = "pip install 'dare-dllm[lmeval]'"
 SUBCOMMANDS = ("run", "ls", "validate")
 
 
+def build_parser() -> Parser:
+    """Only ``--version``: every other argument is lm-eval's (``dare-lm-eval --help`` is lm-eval's help)."""
+    return Parser(prog="dare-lm-eval", add_help=False, allow_abbrev=False,
+                  description="lm-eval's CLI with DARE's dare model registered")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in args:
+        build_parser().parse_args(["--version"])  # prints the version line and exits 0
     return run_cli("dare-lm-eval", lambda: _run(args))
 
 
@@ -53,7 +61,7 @@ def _run(args: list[str]) -> int:
 
         found = read_output(Path(output), since) if code == 0 else None
         for run_dir in write_records(*found, ["dare-lm-eval", *args]) if found else []:
-            sys.stderr.write(f"dare-lm-eval: run record {run_dir}\n")
+            emit(f"dare-lm-eval: run record {run_dir}", err=True)
     return code
 
 
