@@ -1,8 +1,8 @@
 """DARE's run record of an lm-eval run: one run directory per task (run.json + samples.jsonl), so
 ``dare-leaderboard`` shows lm-eval's scores beside dare-eval's.
 
-lm-eval computes the scores; DARE records what decoded them. The record is rebuilt from what lm-eval returns
-(``simple_evaluate``'s dict with ``samples``, or the results and samples files its CLI writes): the model args
+lm-eval computes the scores; DARE records what decoded them. The record is rebuilt from the results and samples
+files lm-eval's CLI writes (:func:`read_output`): the model args
 resolve the same :class:`~.session.Session` again (no weights load) and each task's ``generation_kwargs`` its
 DecodingConfig (a generate_until task; a likelihood-scored one is left to lm-eval's own output, as run.json has
 no place for a scoring estimator yet). Each metric is the mean of lm-eval's per-document values with DARE's
