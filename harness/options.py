@@ -48,7 +48,7 @@ class NoOptions(Options):
     """A component without settings."""
 
 
-def parse_options(model: type[Options], values: dict[str, Any], where: str) -> Options:
+def parse_options(model: type[Options], values: dict[str, Any], where: str, source: str = "--set") -> Options:
     """Validate ``values`` into ``model``; every problem on one line, e.g.
     ``engine.dtyp: unknown option; did you mean 'dtype'? (options: attention, dtype, ...)``."""
     fields = sorted(model.model_fields)
@@ -63,7 +63,7 @@ def parse_options(model: type[Options], values: dict[str, Any], where: str) -> O
                 problems.append(f"{where}.{key}: unknown option{did_you_mean(key, fields)} (options: {listed})")
             else:
                 problems.append(f"{where}.{key}: {err['msg'].removeprefix('Value error, ')} (got {err.get('input')!r})")
-        raise ConfigError(problems, source="--set") from None
+        raise ConfigError(problems, source=source) from None
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,9 @@ class DecoderInfo:
     catalog: dict[str, frozenset[str]] = field(default_factory=dict)
     namespaces: frozenset[str] = frozenset()
     """Keys of ``extra`` that hold a sub-dict of the same options (``extra.torch.step_schedule``)."""
+    option_catalog: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Every decoder the engine could choose, name -> its ``extra`` option names (to tell a user which decoders
+    read an option this one does not have)."""
     rules: dict[str, str] = field(default_factory=dict)
     """DecodingConfig field -> the rule it sets in this decoder, where decoders differ (``threshold``:
     Fast-dLLM's top-1 plus all >= tau, or SDAR's quota floor); shown by --dry-run and --list, recorded."""

@@ -1,7 +1,11 @@
 """``--set KEY=VALUE``: the one override grammar of every command-line tool.
 
 A key is ``NAME`` or ``SECTION.NAME``; the value is a YAML scalar (``0.7`` a float, ``true`` a bool,
-``{samples: 2}`` a mapping, anything unparsable the text itself). What a tool accepts is a declared
+``{samples: 2}`` a mapping, anything unparsable the text itself). A section may nest: ``extra.KEY=VALUE``
+(and ``extra.torch.KEY=VALUE`` for a decoder's namespace) builds the ``extra`` mapping key by key, the same
+mapping ``extra='{"KEY": VALUE}'`` gives, so both reach the decoder's typed Options alike. The grammar also
+reads pairs that another tool already split and typed (lm-eval's ``--model_args``, inspect's ``-M``): one
+spelling of every setting everywhere. What a tool accepts is a declared
 :class:`Grammar`, a table and not code: where undotted keys go, which sections exist and where each
 lands, which names are checked while parsing (the rest are typed options their reader checks), and old
 section spellings that are refused with the new one. dare-eval's table is :data:`EVAL` (a DecodingConfig
@@ -22,20 +26,21 @@ from .errors import ConfigError
 from .records import DecodingConfig
 
 
-def parse_assignment(item: str) -> tuple[str, Any]:
-    """``"key=value"`` -> (key, value parsed as a YAML scalar: ``0.7`` float, ``true`` bool, else text).
-
-    Raises ValueError naming the item when it is not KEY=VALUE.
-    """
+def split_assignment(item: str) -> tuple[str, str]:
+    """``"key=value"`` -> (key, the value's text); a ValueError naming the item when it is not KEY=VALUE."""
     key, sep, raw = item.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ValueError(f"{item!r} is not KEY=VALUE")
+    return key, raw
+
+
+def parse_value(raw: str) -> Any:
+    """A VALUE as a YAML scalar (``0.7`` float, ``true`` bool, ``{a: 1}`` a mapping), else the text itself."""
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        return yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError:
-        value = raw
-    return key, value
+        return raw
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class Section:
 
     target: str | None
     vocabulary: Vocabulary | None = None
+    nest: str | None = None
+    """Names land under this key of the target, split at their dots into nested mappings
+    (``extra.torch.step_schedule`` -> ``{"extra": {"torch": {"step_schedule": ...}}}``)."""
 
 
 @dataclass(frozen=True)
@@ -70,14 +78,22 @@ class Grammar:
 
     def parse(self, items: Iterable[str]) -> dict[str, Any]:
         """``--set`` items as ``{target: {name: value}}`` (bare names of a ``None`` target at the top)."""
-        out: dict[str, Any] = {}
-        problems: list[str] = []
+        pairs, problems = [], []
         for item in items:
             try:
-                key, value = parse_assignment(item)
+                pairs.append(split_assignment(item))
             except ValueError as exc:
                 problems.append(str(exc))
-                continue
+        return self.parse_pairs(pairs, problems)
+
+    def parse_pairs(self, pairs: Iterable[tuple[str, Any]], problems: list[str] | None = None,
+                    source: str = "--set") -> dict[str, Any]:
+        """``(key, value)`` pairs as :meth:`parse` returns them; a text value is read as a YAML scalar, as on the
+        command line, and a value another tool already typed (a number, a mapping) is kept."""
+        out: dict[str, Any] = {}
+        problems = list(problems or [])
+        for key, value in pairs:
+            value = parse_value(value) if isinstance(value, str) else value
             head, dot, name = key.partition(".")
             if dot and head in self.renamed:
                 problems.append(f"unknown setting {key!r}; use {self.renamed[head]}.{name}")
@@ -92,10 +108,23 @@ class Grammar:
                 problems.append(problem)
                 continue
             place = out if section.target is None else out.setdefault(section.target, {})
-            place[name] = value
+            if section.nest:
+                *path, name = [section.nest, *name.split(".")]
+                for step in path:
+                    if not isinstance(place.get(step), dict):
+                        place[step] = {}  # a scalar given earlier under this key gives way to the mapping
+                    place = place[step]
+            _merge(place, name, value)
         if problems:
-            raise ConfigError(list(dict.fromkeys(problems)), source="--set")  # a repeated mistake once
+            raise ConfigError(list(dict.fromkeys(problems)), source=source)  # a repeated mistake once
         return out
+
+
+def _merge(place: dict[str, Any], name: str, value: Any) -> None:
+    """``place[name] = value``, a mapping merged into one already there (``extra={...}`` and ``extra.KEY``
+    in either order add up; the later one wins a key both give)."""
+    old = place.get(name)
+    place[name] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
 
 
 def _decoding_hint(name: str, fields: list[str]) -> str:
@@ -105,10 +134,17 @@ def _decoding_hint(name: str, fields: list[str]) -> str:
 
 DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint)
 _DECODING = Section("decoding", DECODING_FIELDS)
-#: dare-eval (and :func:`dare.harness.plan.plan`): a decoding field bare or as ``decoding.NAME``;
-#: verifier and engine options are typed, so their readers check the names.
-EVAL = Grammar(bare=_DECODING, usage="a decoding field, verifier.OPTION or engine.OPTION",
-               sections={"decoding": _DECODING, "verifier": Section("verifier"), "engine": Section("engine")})
+#: dare-eval (and :func:`dare.harness.plan.plan`): a decoding field bare or as ``decoding.NAME``, a decoder option
+#: as ``extra.NAME``; verifier, engine and decoder options are typed, so their readers check the names.
+EVAL = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, verifier.OPTION or engine.OPTION",
+               sections={"decoding": _DECODING, "extra": Section("decoding", nest="extra"),
+                         "verifier": Section("verifier"), "engine": Section("engine")})
+
+
+#: lm-eval's ``--model_args`` and inspect's ``-M``: dare-eval's table, plus ``likelihood.OPTION`` for the scoring
+#: estimator (harness/likelihood.py; typed by the estimator the engine resolves)
+HOSTED = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, engine.OPTION or likelihood.OPTION",
+                 sections={**EVAL.sections, "likelihood": Section("likelihood")})
 
 
 @dataclass

@@ -40,10 +40,10 @@ from .verifiers import verifiers
 from .verifiers.base import verifier_options
 
 
-def _options(engine_cls: Any, values: dict[str, Any]) -> Any:
+def typed_engine_options(engine_cls: Any, values: dict[str, Any], source: str = "--set") -> Any:
     """Typed options for engines that declare them (EngineBase subclasses); the dict for the others."""
     if isinstance(engine_cls, type) and issubclass(engine_cls, EngineBase):
-        return parse_options(engine_cls.Options, values, "engine")
+        return parse_options(engine_cls.Options, values, "engine", source)
     return dict(values)
 
 
@@ -175,7 +175,7 @@ def _resolve(r: EvalRequest) -> EvalPlan:
         if not caps.needs_checkpoint and not label and not r.model_path:
             label = f"{r.engine}:{Path(r.completions).stem}" if r.completions else r.engine
         resolved = resolve(label, str(r.model_path) if r.model_path else None, caps.needs_checkpoint, r.dry_run)
-    options = _options(engine_cls, {**(r.engine_options or {}), **sets.engine})
+    options = typed_engine_options(engine_cls, {**(r.engine_options or {}), **sets.engine})
     given_verifier = {**(r.verifier_options or {}), **sets.verifier}
     flags = [f"limit={r.limit}"] if r.limit is not None else []
     if r.unsafe_local_exec:

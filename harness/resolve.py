@@ -68,9 +68,10 @@ def check(decoding: DecodingConfig, decoder: DecoderInfo | None, explicit: set[s
             problems.append(f"{name}={getattr(decoding, name)!r} is not read by decoder {decoder.name} ({who}); "
                             f"drop it or choose a decoder that reads it")
         reset[name] = getattr(_DEFAULTS, name)
+    problems += foreign_options(flat_extra(decoding, decoder.namespaces), decoder)
     if problems:
         raise ConfigError(problems, source=source)
-    options = typed_extra(decoding, decoder.options, decoder.namespaces)
+    options = typed_extra(decoding, decoder.options, decoder.namespaces, source)
     if decoder.bind is not None:
         options = decoder.bind(options)  # what the decoder reads from the model beyond its settings
     decoding = decoding.model_copy(update=reset) if reset else decoding
@@ -78,9 +79,22 @@ def check(decoding: DecodingConfig, decoder: DecoderInfo | None, explicit: set[s
     return ResolvedDecoding(decoding, decoder, options, fields)
 
 
-def typed_extra(decoding: DecodingConfig, model: type[Options], namespaces: frozenset[str] = frozenset()) -> Options:
+def foreign_options(extra: dict[str, Any], decoder: DecoderInfo) -> list[str]:
+    """One line per ``extra`` option this decoder lacks that another decoder of the engine reads, naming those
+    (an option no decoder reads is left to the Options model's did-you-mean)."""
+    problems = []
+    for key in sorted(set(extra) - set(decoder.options.model_fields)):
+        readers = [name for name, fields in sorted(decoder.option_catalog.items()) if key in fields]
+        if readers:
+            problems.append(f"extra.{key} is not an option of decoder {decoder.name} (it is read by "
+                            f"{', '.join(readers)}); drop it or choose a decoder that reads it")
+    return problems
+
+
+def typed_extra(decoding: DecodingConfig, model: type[Options], namespaces: frozenset[str] = frozenset(),
+                source: str = "--set") -> Options:
     """The config's ``extra`` validated into a decoder's Options ``model`` (unknown keys refused, one line each)."""
-    return parse_options(model, flat_extra(decoding, namespaces), "extra")
+    return parse_options(model, flat_extra(decoding, namespaces), "extra", source)
 
 
 def flat_extra(decoding: DecodingConfig, namespaces: frozenset[str]) -> dict[str, Any]:

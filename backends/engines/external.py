@@ -69,7 +69,9 @@ class ExternalEngine(EngineBase):
                               f"{', '.join(self.decoders)}")
         reads, extra, rules = self.decoders[decoding.remasking]
         return DecoderInfo(name=f"{self.name}:{decoding.remasking}", version=self.version, reads=reads, options=extra,
-                           catalog={f"{self.name}:{n}": d[0] for n, d in self.decoders.items()}, rules=rules)
+                           catalog={f"{self.name}:{n}": d[0] for n, d in self.decoders.items()}, rules=rules,
+                           option_catalog={f"{self.name}:{n}": frozenset(d[1].model_fields)
+                                           for n, d in self.decoders.items()})
 
     def _engine_options(self, decoding: DecodingConfig):
         """The mapping of ``decoding`` with the typed engine options merged into the constructor's arguments."""

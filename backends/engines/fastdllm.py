@@ -59,6 +59,7 @@ class FastDllmEngine(TorchEngine):
                    for name, reads in info.catalog.items()}
         return DecoderInfo(name=f"fastdllm:{info.name}", version=info.version, reads=info.reads, options=info.options,
                            catalog={f"fastdllm:{n}": r for n, r in catalog.items()}, namespaces=info.namespaces,
+                           option_catalog={f"fastdllm:{n}": o for n, o in info.option_catalog.items()},
                            rules=info.rules, spec=info.spec, bind=info.bind)
 
     def prepare(self, requests, decoding: DecodingConfig) -> None:

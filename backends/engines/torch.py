@@ -116,11 +116,12 @@ class TorchEngine(LikelihoodMixin, EngineBase):
         lookup of a run; the resolver hands its typed options back to :meth:`generate`."""
         spec = self._spec(decoding)
         family = self.arch.decoding_family
-        catalog = {f"{family}:{s}": decoders.get(f"{family}:{s}").reads for s in strategies(family)}
+        specs = {f"{family}:{s}": decoders.get(f"{family}:{s}") for s in strategies(family)}
         bind = partial(self._bind, spec.bind) if spec.bind is not None else None
         return DecoderInfo(name=f"{family}:{decoding.remasking}", version=spec.version, reads=spec.reads,
-                           options=spec.Options, catalog=catalog, namespaces=NAMESPACES, rules=dict(spec.rules),
-                           spec=spec, bind=bind)
+                           options=spec.Options, catalog={name: d.reads for name, d in specs.items()},
+                           option_catalog={name: frozenset(d.Options.model_fields) for name, d in specs.items()},
+                           namespaces=NAMESPACES, rules=dict(spec.rules), spec=spec, bind=bind)
 
     def _bind(self, bind, options: Options) -> Options:
         """A decoder's plan-time binding, with the model's tokenizer (the loaded one, or at plan time the

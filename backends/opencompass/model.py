@@ -23,19 +23,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from opencompass.models.base import BaseModel
 from opencompass.registry import MODELS
 from opencompass.utils import get_logger
 
 from dare.harness import config as cfg
 from dare.harness.engine import EngineContext, GenerationRequest, request_seed
-from dare.harness.errors import EngineError
+from dare.harness.errors import ConfigError, EngineError
+from dare.harness.likelihood import EstimatorInfo
 from dare.harness.models import resolve
 from dare.harness.options import capabilities
 from dare.harness.records import DecodingConfig, Generation
 from dare.harness.registry import engines
 from dare.harness.resolve import resolve_decoding
 
+from . import scoring
 from .messages import SampleIndex, as_dicts, is_single_prompt, to_messages
 
 log = logging.getLogger(__name__)
@@ -49,14 +52,17 @@ class DareModel(BaseModel):
     from configs/models (or a free label for replay), ``model_path`` a checkpoint directory, ``decoding``
     DecodingConfig fields (or a DecodingConfig), ``suite`` whose per-suite model settings apply,
     ``engine_options`` (``--set engine.X``), ``completions`` (replay), ``device``, ``benchmarks``: DARE
-    benchmarks whose prompts map back to sample ids (so seeds and replay match the native runner).
+    benchmarks whose prompts map back to sample ids (so seeds and replay match the native runner);
+    ``likelihood`` and ``likelihood_options``: the scoring estimator of PPL and loglikelihood datasets (default
+    the model family's; :mod:`.scoring`).
     """
 
     def __init__(self, engine: Any = "torch", model: str | None = None, model_path: str | None = None,
                  decoding: dict | DecodingConfig | None = None, suite: str | None = None,
                  engine_options: dict | None = None, completions: str | None = None, device: str | None = None,
                  benchmarks: list[str] | tuple[str, ...] = (), limit: int | None = None, path: str = "",
-                 max_seq_len: int = 1 << 20, meta_template: dict | None = None, **unused: Any):
+                 max_seq_len: int = 1 << 20, meta_template: dict | None = None, likelihood: str | None = None,
+                 likelihood_options: dict | None = None, **unused: Any):
         if unused:
             log.debug("DareModel ignores OpenCompass options %s", sorted(unused))
         self.index, self.index_limit, self._ctx, self._prepared = SampleIndex(benchmarks, limit), limit, None, False
@@ -68,6 +74,8 @@ class DareModel(BaseModel):
                          max_seq_len=max_seq_len, meta_template=meta_template,
                          generation_kwargs={"num_return_sequences": self.decoding.num_samples})
         self.generations: dict[tuple[str, int], Generation] = {}
+        self._likelihood = (likelihood, likelihood_options)
+        self._estimator: EstimatorInfo | None = None
         self._warned_length = False
         self._cached: Callable[[GenerationRequest], Generation | None] | None = None
         self._keep: Callable[[list[GenerationRequest], list[Generation]], None] | None = None
@@ -152,12 +160,24 @@ class DareModel(BaseModel):
             return len(self.engine.prompt_ids(messages))
         return sum(len(m.content.split()) for m in messages)
 
-    def get_ppl(self, inputs, mask_length=None):
-        raise NotImplementedError("DareModel scores by generation only "
-                                  "(diffusion models have no left-to-right perplexity)")
+    def _scoring(self) -> EstimatorInfo:
+        if self._estimator is None:
+            self._estimator = scoring.estimator(self.engine, *self._likelihood)
+        return self._estimator
+
+    def get_ppl(self, inputs: list[str], mask_length: list[int] | None = None) -> np.ndarray:
+        """Per input, nats per token of the engine's whole-text likelihood estimate (lower is better); an array,
+        as OpenCompass's inferencers call ``.tolist()`` on it."""
+        return np.asarray(scoring.perplexities(self.engine, self._scoring(), inputs, mask_length, self.decoding.seed))
+
+    def get_loglikelihood(self, inputs: list[str], conts: list[str], mask_length=None) -> np.ndarray:
+        """Per input, the estimate of log p(continuation | the input without it) (an array, as for get_ppl)."""
+        if mask_length is not None:
+            raise ConfigError("get_loglikelihood takes no mask_length (OpenCompass's own models refuse it too)")
+        return np.asarray(scoring.loglikelihoods(self.engine, self._scoring(), inputs, conts, self.decoding.seed))
 
     def get_ppl_tokenwise(self, inputs, mask_length=None):
-        raise NotImplementedError("DareModel scores by generation only")
+        raise NotImplementedError("DareModel scores whole texts (get_ppl), not tokens")
 
     def encode(self, prompt: str):
         raise NotImplementedError("DareModel does not expose token ids; use get_token_len")

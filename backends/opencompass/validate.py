@@ -23,6 +23,8 @@ from dare.harness.records import DecodingConfig
 from dare.harness.registry import did_you_mean, engines
 from dare.harness.resolve import resolve_decoding
 
+from .scoring import estimator
+
 # OpenCompass model-config keys that DareModel accepts and ignores, beside its own parameters.
 OPENCOMPASS_MODEL_KEYS = ("generation_kwargs", "pred_postprocessor", "max_seq_len", "meta_template", "path")
 DARE_MODEL_ARGS = ("abbr", "decoding", "batch_size", "num_gpus")
@@ -93,6 +95,8 @@ def check_model(engine: str, model: str | None, decoding: dict | None, options: 
                                      completions=Path(completions) if completions else None,
                                      device=options.get("device"),
                                      options=dict(options.get("engine_options") or {})))  # weights load lazily
+    if options.get("likelihood") or options.get("likelihood_options"):
+        estimator(built, options.get("likelihood"), options.get("likelihood_options"))  # PPL datasets' scorer
     spec = cfg.model(model) if model and cfg.model_name(model) in cfg.names("models") else None
     return resolve_decoding(built, spec, options.get("suite") or "default", dict(decoding or {}),
                             source="decoding").config
