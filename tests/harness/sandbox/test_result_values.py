@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .verdict_pairs import dare_verdict, evalplus_verdict, verifier
+from .verdict_pairs import dare_verdict, evalplus_verdict, verifier_fixture
 
 LIMIT = 1.0
 # type -> (its methods that present SHOWN, the right value, a wrong value)
@@ -60,11 +60,7 @@ def program(base: str, shown, stored) -> str:
             f"def f(k):\n    return Value({stored!r})\n")
 
 
-@pytest.fixture(scope="module")
-def code_verifier(tmp_path_factory):
-    made = verifier(tmp_path_factory.mktemp("plans"), LIMIT)
-    yield made
-    made.close()
+code_verifier = verifier_fixture(LIMIT)
 
 
 @pytest.mark.parametrize("base", sorted(LIARS))

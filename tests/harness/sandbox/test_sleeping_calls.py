@@ -20,7 +20,7 @@ import pytest
 
 from dare.harness.sandbox.load import LoadGauge
 
-from .verdict_pairs import dare_verdict, evalplus_verdict, verifier
+from .verdict_pairs import dare_verdict, evalplus_verdict, verifier_fixture
 
 LIMIT = 0.5
 IMPORTS = "import signal, time\n"
@@ -53,11 +53,7 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def code_verifier(tmp_path_factory):
-    made = verifier(tmp_path_factory.mktemp("plans"), LIMIT)
-    yield made
-    made.close()
+code_verifier = verifier_fixture(LIMIT)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -7,6 +7,8 @@ EvalPlus's check runs in the child process it starts itself, with its own alarm,
 
 from __future__ import annotations
 
+import pytest
+
 from dare.harness.sandbox import plans
 from dare.harness.sandbox.codec import encode
 from dare.harness.verifiers.code import CodeVerifier
@@ -34,5 +36,14 @@ def evalplus_verdict(program: str, inputs: list, outputs: list, min_time_limit: 
     return status
 
 
-def verifier(cache_dir, min_time_limit: float) -> CodeVerifier:
-    return CodeVerifier("humanevalplus", workers=1, cache_dir=cache_dir, min_time_limit=min_time_limit)
+def verifier_fixture(min_time_limit: float):
+    """A module-scoped ``code_verifier`` fixture whose per-input limit floor is ``min_time_limit``."""
+
+    @pytest.fixture(scope="module")
+    def code_verifier(tmp_path_factory):
+        made = CodeVerifier("humanevalplus", workers=1, cache_dir=tmp_path_factory.mktemp("plans"),
+                            min_time_limit=min_time_limit)
+        yield made
+        made.close()
+
+    return code_verifier
