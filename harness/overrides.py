@@ -105,10 +105,15 @@ def _decoding_hint(name: str, fields: list[str]) -> str:
 
 DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint)
 _DECODING = Section("decoding", DECODING_FIELDS)
+_CHOICE = Vocabulary(lambda: ("num_fewshot",), lambda name, known: " (choice.num_fewshot only)")
 #: dare-eval (and :func:`dare.harness.plan.plan`): a decoding field bare or as ``decoding.NAME``;
-#: verifier and engine options are typed, so their readers check the names.
-EVAL = Grammar(bare=_DECODING, usage="a decoding field, verifier.OPTION or engine.OPTION",
-               sections={"decoding": _DECODING, "verifier": Section("verifier"), "engine": Section("engine")})
+#: verifier, engine and likelihood-estimator options are typed, so their readers check the names
+#: (``likelihood.estimator`` names the estimator, ``choice.num_fewshot`` sets a choice benchmark's shots).
+EVAL = Grammar(bare=_DECODING, usage="a decoding field, verifier.OPTION, engine.OPTION, likelihood.OPTION or "
+               "choice.num_fewshot",
+               sections={"decoding": _DECODING, "verifier": Section("verifier"), "engine": Section("engine"),
+                         "likelihood": Section("likelihood"),
+                         "choice": Section("choice", _CHOICE)})
 
 
 @dataclass
@@ -118,6 +123,8 @@ class Overrides:
     decoding: dict[str, Any] = field(default_factory=dict)
     verifier: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
+    likelihood: dict[str, Any] = field(default_factory=dict)
+    choice: dict[str, Any] = field(default_factory=dict)
 
 
 def parse(items: list[str]) -> Overrides:
