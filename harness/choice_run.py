@@ -156,7 +156,7 @@ class ChoiceTask:
                 continue
             v = verdict(item, [s.logprob for s in scores])
             per_sample.append([v])
-            rows.append(_row(work.spec.name, item, scores, v))
+            rows.append(_row(work.spec, item, scores, v))
         metric_values, counts = metric_lib.compute(work.spec.metrics, per_sample, 1)
         counts.update(generated=state.generated.get(work.spec.name, 0), cached=state.cached.get(work.spec.name, 0),
                       missing=len(work.items) - len(per_sample))
@@ -166,14 +166,16 @@ class ChoiceTask:
         return BenchmarkResult(info, metric_values, counts, rows)
 
 
-def _row(benchmark: str, item: ChoiceItem, scores: list[LikelihoodScore], v: Any) -> dict[str, Any]:
-    """One samples.jsonl row: every choice's logprob, stderr and is_greedy, and the verdict."""
+def _row(spec: cfg.BenchmarkSpec, item: ChoiceItem, scores: list[LikelihoodScore], v: Any) -> dict[str, Any]:
+    """One samples.jsonl row: every choice's logprob, stderr and is_greedy, and the verdict (``score``: the
+    benchmark's first metric, what the leaderboard's paired statistics read)."""
     contexts = sorted(set(item.contexts), key=item.contexts.index)
-    return {"benchmark": benchmark, "id": item.sample_id, "index": 0, "contexts": contexts,
+    return {"benchmark": spec.name, "id": item.sample_id, "index": 0, "contexts": contexts,
             "continuations": list(item.continuations), "gold": list(item.gold),
             "logprobs": [s.logprob for s in scores], "stderrs": [s.stderr for s in scores],
             "is_greedy": [s.is_greedy for s in scores], "tokens": [s.tokens for s in scores],
-            "truncated": [s.truncated for s in scores], "answer": v.answer, "passed": v.passed, "score": v.score,
+            "truncated": [s.truncated for s in scores], "answer": v.answer, "passed": v.passed,
+            "score": v.details[spec.metrics[0]],
             "status": v.status, "details": v.details}
 
 
