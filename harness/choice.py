@@ -8,7 +8,8 @@ true choices' indices (TruthfulQA-MC2). Contexts follow lm_eval 0.4.8 ``api/task
 ConfigurableTask.fewshot_context`` and ``construct_requests``, few-shot draws ``api/samplers.py:
 ContextSampler.get_context`` with the evaluator's default ``fewshot_random_seed`` 1234: one
 ``random.Random(1234)`` per task, ``sample(pool, n)`` per question in file order, so a question's examples
-do not depend on ``--limit``.
+do not depend on ``--limit`` (``n`` is one more where lm-eval draws one more: ``ChoiceSpec.draw_one_more``).
+tests/harness/test_choice_lm_eval.py holds these requests to the ones lm-eval's own code builds.
 
 Verdicts: ``acc`` (argmax logprob is gold), ``acc_norm`` (argmax of logprob / the choice's length in
 characters, lm-eval's ``completion_len``; ``api/task.py: ConfigurableTask.process_results``), ``mc2``
@@ -67,7 +68,7 @@ def build_items(bench: BenchmarkSpec, rows: Sequence[dict], pool: Sequence[dict]
     if num_fewshot and len(pool) < num_fewshot:
         raise DataError(f"{bench.name}: {num_fewshot}-shot needs {num_fewshot} few-shot rows, "
                         f"{spec.fewshot or 'no few-shot file'} has {len(pool)}; lower choice.num_fewshot")
-    same_split = spec.fewshot == bench.data
+    one_more = spec.draw_one_more or spec.fewshot == bench.data
     groups: dict[object, tuple[list[dict], random.Random]] = {}
     items = []
     for row in rows:
@@ -79,7 +80,7 @@ def build_items(bench: BenchmarkSpec, rows: Sequence[dict], pool: Sequence[dict]
         members, rnd = groups[key]
         shots = ""
         if num_fewshot:
-            n = num_fewshot + 1 if same_split else num_fewshot
+            n = num_fewshot + 1 if one_more else num_fewshot
             drawn = members[:n] if spec.sampler == "first_n" else rnd.sample(members, n)
             chosen = [r for r in drawn if r is not row and r.get("id") != row.get("id")][:num_fewshot]
             shots = "".join(_example(r, spec, _gold(r, bench.name)[0]) for r in chosen)

@@ -90,7 +90,8 @@ def _fewshot_info(spec: cfg.BenchmarkSpec, shots: int) -> dict[str, Any]:
     c = spec.choice
     sha = verified_path(c.fewshot)[1] if c.fewshot else None
     return {"file": c.fewshot, "sha256": sha, "num_fewshot": shots, "sampler": c.sampler, "seed": FEWSHOT_SEED,
-            "group": c.group, "description": c.description, "target_delimiter": c.target_delimiter,
+            "draw_one_more": c.draw_one_more, "group": c.group, "description": c.description,
+            "target_delimiter": c.target_delimiter,
             "fewshot_delimiter": c.fewshot_delimiter}
 
 

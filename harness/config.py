@@ -38,6 +38,10 @@ class ChoiceSpec(Spec):
                              "may change it)")
     sampler: Literal["random", "first_n"] = Field("random", description="lm-eval's few-shot sampler: random.Random"
                                                    "(1234).sample per question in order, or the first n")
+    draw_one_more: bool = Field(False, description="lm-eval's quirk: its sampler draws num_fewshot + 1 and keeps "
+                                "the first num_fewshot that are not the question whenever the task's fewshot_split "
+                                "equals its test_split, both unset included (winogrande, piqa, hellaswag); "
+                                "always so when the few-shot file is the data file")
     group: str | None = Field(None, description="a row field the few-shot examples share with the question "
                               "(MMLU's subject: one lm-eval task, one sampler, per value)")
     description: str = Field("", description="text before the examples; {field} takes the row's field")
@@ -58,7 +62,7 @@ class BenchmarkSpec(Spec):
     # benchmark (a user's too) says which one its data file is; run.json and the leaderboard columns carry it.
     dataset_version: str = Field(min_length=1, description="the source's own name for the data release the "
                                  "data file holds: a release tag (EvalPlus v0.2.0) or source and year/commit")
-    family: str = Field(description="math, code or planning")
+    family: str = Field(description="math, code, planning or knowledge")
     data: str = Field(description="test split file under harness/data")
     train: str | None = Field(None, description="train split file, for trainers")
     task: Literal["generate", "choice"] = Field("generate", description="generate and verify, or score choices "

@@ -1,0 +1,52 @@
+"""DARE's choice requests equal the ones lm-eval's own code builds from the same documents.
+
+tests/harness/fixtures/lm_eval_choice_contexts.json holds, for the first questions of ARC-Challenge (3-shot from
+train), MMLU abstract algebra (5-shot, first n of dev, the subject's description), WinoGrande (5-shot from train_l,
+partial scoring, lm-eval's extra draw) and PIQA (0-shot), the (context, continuation) pairs lm_eval 0.4.8 builds
+(benchmarks/lm_eval_choice_contexts.py ran its ConfigurableTask; provenance in the file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dare.harness import config as cfg
+from dare.harness.choice import build_items
+from dare.harness.data import file_sha256, load_rows, manifest
+from dare.harness.generators import choice_sources
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "lm_eval_choice_contexts.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE["cases"]))
+def test_requests_equal_lm_evals(name):
+    case = FIXTURE["cases"][name]
+    spec = cfg.benchmark(name)
+    rows = load_rows(spec.data)[: len(case["requests"])]
+    pool = load_rows(spec.choice.fewshot) if spec.choice.fewshot else ()
+    items = build_items(spec, rows, pool, case["num_fewshot"])
+    assert [[[c, k] for c, k in zip(it.contexts, it.continuations)] for it in items] == case["requests"]
+
+
+def test_shipped_sizes_are_the_official_ones():
+    """ARC-Challenge test 1172 / train 1119, MMLU test 14042 / dev 285 (57 subjects), PIQA validation 1838,
+    WinoGrande 1.1 dev 1267 / train_l 10234; every gold inside its choices."""
+    sizes = {"arc_challenge_test.jsonl": 1172, "arc_challenge_train.jsonl": 1119, "mmlu_test.jsonl": 14042,
+             "mmlu_dev.jsonl": 285, "piqa_validation.jsonl": 1838, "winogrande_validation.jsonl": 1267,
+             "winogrande_train_l.jsonl": 10234}
+    for name, n in sizes.items():
+        rows = load_rows(name)
+        assert len(rows) == n, name
+        assert all(0 <= r["gold"] < len(r.get("choices") or r["contexts"]) for r in rows), name
+    assert len({r["subject"] for r in load_rows("mmlu_test.jsonl")}) == 57
+
+
+@pytest.mark.skipif(not os.environ.get("DARE_CHOICE_SOURCES"),
+                    reason="set DARE_CHOICE_SOURCES to the source copies (harness/data/README.md) to rebuild the files")
+def test_converter_rebuilds_the_shipped_files(tmp_path):
+    for path in choice_sources.write(Path(os.environ["DARE_CHOICE_SOURCES"]), tmp_path):
+        assert file_sha256(path) == manifest()[path.name], path.name
