@@ -4,6 +4,7 @@ Only lazy ``module:attr`` strings: importing this module imports no torch.
 """
 
 from dare.backends import decoding as _decoding  # noqa: F401  (registers the decoders, lazily: no torch)
+from dare.backends import likelihood as _likelihood  # noqa: F401  (registers the scoring estimators, lazily)
 from dare.harness.registry import engines
 
 engines.register("replay", "dare.backends.engines.replay:ReplayEngine")

@@ -25,6 +25,7 @@ from dare.backends.decoding import strategies
 from dare.backends.decoding.common import Canvas, DecodeResult, steps_per_block
 from dare.backends.decoding.mdm import decode_masked_diffusion
 from dare.backends.decoding.spec import NAMESPACES, DecoderSpec
+from dare.backends.likelihood.engine import LikelihoodMixin
 from dare.backends.models.loader import (
     LoadedModel,
     checkpoint_dir,
@@ -56,14 +57,15 @@ class TorchOptions(Options):
     record_trajectory: bool = False
 
 
-class TorchEngine(EngineBase):
-    """Engine protocol implementation over :mod:`dare.backends.models` and :mod:`dare.backends.decoding`."""
+class TorchEngine(LikelihoodMixin, EngineBase):
+    """Engine protocol implementation over :mod:`dare.backends.models` and :mod:`dare.backends.decoding`;
+    likelihood scoring through :mod:`dare.backends.likelihood`."""
 
     name = "torch"
     version = "0.1.0"
     Options = TorchOptions
     capabilities = Capabilities(decoding_defaults=True, records_trajectory=True, in_process_model=True,
-                                typed_decoding=True, decodes_windows=True)
+                                typed_decoding=True, decodes_windows=True, likelihood=True)
 
     def __init__(self, ctx: EngineContext):
         super().__init__(ctx)

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
+from dare.backends.models.masks import block_causal_mask, key_mask, noisy_clean_mask
+
 from ..batch import RolloutBatch
+
+__all__ = ["Layout", "build_layout", "block_causal_mask", "key_mask", "noisy_clean_mask"]
 
 
 @dataclass
@@ -40,35 +44,3 @@ def build_layout(batch: RolloutBatch) -> Layout:
     valid = torch.cat([batch.prompt_mask, batch.completion_attn], dim=1)
     positions = (valid.long().cumsum(1) - 1).clamp(min=0)
     return Layout(tokens, valid, positions, batch.prompt_ids.shape[1])
-
-
-def key_mask(valid: torch.Tensor) -> torch.Tensor:
-    """Bidirectional attention over valid keys: (B, 1, L, L) from valid (B, L)."""
-    length = valid.shape[1]
-    eye = torch.eye(length, dtype=torch.bool, device=valid.device)
-    return (valid[:, None, :, None] & valid[:, None, None, :]) | eye
-
-
-def block_causal_mask(positions: torch.Tensor, valid: torch.Tensor, block: int) -> torch.Tensor:
-    """Query in block b sees valid keys of blocks <= b: (B, 1, L, L)."""
-    blk = positions // block
-    allowed = valid[:, :, None] & valid[:, None, :] & (blk[:, None, :] <= blk[:, :, None])
-    allowed |= torch.eye(valid.shape[1], dtype=torch.bool, device=valid.device)
-    return allowed[:, None]
-
-
-def noisy_clean_mask(positions: torch.Tensor, valid: torch.Tensor, block: int) -> torch.Tensor:
-    """Mask of the ``[noisy | clean]`` pair (B, 1, 2L, 2L) used by block-diffusion training (BD3LM / SDAR).
-
-    Noisy query in block b: noisy keys of block b and clean keys of blocks < b. Clean query in block b:
-    clean keys of blocks <= b. Clean queries never see noisy keys.
-    """
-    blk = positions // block
-    same = blk[:, None, :] == blk[:, :, None]
-    earlier = blk[:, None, :] < blk[:, :, None]
-    keys = valid[:, :, None] & valid[:, None, :]  # both query and key real
-    noisy_rows = torch.cat([same & keys, earlier & keys], dim=2)
-    clean_rows = torch.cat([torch.zeros_like(same), (same | earlier) & keys], dim=2)
-    allowed = torch.cat([noisy_rows, clean_rows], dim=1)
-    allowed |= torch.eye(allowed.shape[1], dtype=torch.bool, device=valid.device)
-    return allowed[:, None]

@@ -1,0 +1,149 @@
+"""The likelihood capability of the torch engine: batch independence, the length rule, bad input, resolution.
+
+Values against the authors' code are in test_likelihood_parity.py, the block estimator against brute force in
+test_likelihood_block.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dare.backends.engines.torch import TorchEngine
+from dare.harness.engine import EngineContext
+from dare.harness.errors import ConfigError, DareError, InputError, RegistryError
+from dare.harness.likelihood import LikelihoodEngine, LikelihoodRequest
+from dare.harness.options import capabilities
+
+MODELS = Path(__file__).resolve().parents[2] / "configs" / "models"
+REQUESTS = [LikelihoodRequest("a", "Question: what is two plus two?\nAnswer:", " four", 3),
+            LikelihoodRequest("b", "The cat sat on the", " mat, and then it slept all afternoon.", 11),
+            LikelihoodRequest("c", "Sudoku: 1200034000214300", " 1243", 5)]
+SETTINGS = [("tiny-llada", "llada_mc", {"mc_num": 8, "batch": 4, "cfg": 0.5}),
+            ("tiny-dream", "dream_mc", {"mc_num": 8, "batch": 4, "log_type": "union"}),
+            ("tiny-dream", "dream_ar", {"direction": "btf"}),
+            ("tiny-sdar", "block_elbo", {"mc_num": 8})]
+
+
+@pytest.fixture(scope="module")
+def engines():
+    return {name: TorchEngine(EngineContext(model_name=name, model_path=MODELS / name, device="cpu"))
+            for name in ("tiny-llada", "tiny-dream", "tiny-sdar")}
+
+
+def test_the_torch_engine_declares_and_implements_the_capability(engines):
+    assert capabilities(TorchEngine).likelihood
+    assert isinstance(engines["tiny-llada"], LikelihoodEngine)
+
+
+@pytest.mark.parametrize("model,name,options", SETTINGS, ids=[s[1] for s in SETTINGS])
+def test_a_result_does_not_depend_on_its_batch(engines, model, name, options):
+    """Alone, packed with longer and shorter requests, and in another order: the identical value."""
+    engine = engines[model]
+    info = engine.likelihood_estimator(name, options)
+    alone = engine.loglikelihood([REQUESTS[2]], info)[0]
+    packed = engine.loglikelihood(REQUESTS, info)
+    reordered = engine.loglikelihood(REQUESTS[::-1], info)
+    assert packed[2] == alone == reordered[0]
+    assert packed[0] != packed[2]
+
+
+def test_the_seed_is_the_requests_own(engines):
+    engine = engines["tiny-llada"]
+    info = engine.likelihood_estimator("llada_mc", {"mc_num": 4, "batch": 2})
+    a, b = engine.loglikelihood([REQUESTS[1], LikelihoodRequest("b2", REQUESTS[1].context,
+                                                                REQUESTS[1].continuation, 12)], info)
+    assert a.logprob != b.logprob
+
+
+def test_a_long_context_loses_its_left_tokens_and_says_how_many(engines):
+    engine = engines["tiny-llada"]
+    model = engine.model
+    full = engine.likelihood_estimator(None, {}).spec.encode(model.tokenizer, REQUESTS[1], model.eos_id, 10_000)
+    limit = len(full.target) + 2  # two context tokens kept
+    info = engine.likelihood_estimator("llada_mc", {"mc_num": 4, "batch": 4, "max_length": limit})
+    (result,) = engine.loglikelihood([REQUESTS[1]], info)
+    dropped = len(full.prefix) - 2
+    assert result.truncated == dropped > 0 and result.tokens == len(full.target)
+    # the same value as the left-cut context given outright
+    kept = model.tokenizer.decode(full.prefix[dropped:])
+    assert model.tokenizer(kept)["input_ids"] == full.prefix[dropped:]
+    (cut,) = engine.loglikelihood([LikelihoodRequest("b", kept, REQUESTS[1].continuation, 11)], info)
+    assert cut.logprob == result.logprob and cut.truncated == 0
+
+
+def _one_line(exc: DareError) -> str:
+    message = str(exc)
+    assert "\n" not in message and exc.exit_code == 2
+    return message
+
+
+@pytest.mark.parametrize("name,options,error,needle", [
+    ("llada_mc", {"mc_num": 10, "batch": 4}, ConfigError, "mc_num=10 is not a multiple of batch=4"),
+    ("llada_mc", {"mc_nums": 8}, ConfigError, "likelihood.mc_nums: unknown option; did you mean 'mc_num'?"),
+    ("llada_mx", {}, RegistryError, "unknown scoring likelihood estimator 'llada_mx'; did you mean 'llada_mc'"),
+    ("dream_mc", {}, ConfigError, "'dream_mc' does not serve llada models; use 'llada_mc'"),
+])
+def test_bad_settings_are_refused_in_one_line(engines, name, options, error, needle):
+    with pytest.raises(error) as caught:
+        engines["tiny-llada"].likelihood_estimator(name, options)
+    assert needle in _one_line(caught.value)
+
+
+@pytest.mark.parametrize("request_,options,needle", [
+    (LikelihoodRequest("e", "Question:", "", 0), {}, "'e': the continuation is empty"),
+    (LikelihoodRequest("l", "Q", " a much longer continuation than fits", 0), {"max_length": 6},
+     "'l': the continuation has"),
+])
+def test_bad_requests_are_refused_in_one_line(engines, request_, options, needle):
+    engine = engines["tiny-llada"]
+    with pytest.raises(InputError) as caught:
+        engine.loglikelihood([request_], engine.likelihood_estimator(None, {"mc_num": 2, "batch": 2, **options}))
+    assert needle in _one_line(caught.value)
+
+
+def test_rolling_is_served_where_a_whole_text_has_an_estimate(engines):
+    text = [LikelihoodRequest("t", "", "The cat sat on the mat.", 1)]
+    for model in ("tiny-llada", "tiny-sdar"):
+        engine = engines[model]
+        info = engine.likelihood_estimator(None, {"mc_num": 4} | ({"batch": 4} if model == "tiny-llada" else {}))
+        assert engine.loglikelihood_rolling(text, info)[0].logprob < 0
+    dream = engines["tiny-dream"]
+    with pytest.raises(ConfigError) as caught:
+        dream.loglikelihood_rolling(text, dream.likelihood_estimator(None, {}))
+    assert "no whole-text estimate" in _one_line(caught.value)
+    with pytest.raises(InputError):
+        engines["tiny-sdar"].loglikelihood_rolling(REQUESTS[:1], engines["tiny-sdar"].likelihood_estimator(None, {}))
+
+
+def test_the_family_default_and_the_record(engines):
+    info = engines["tiny-dream"].likelihood_estimator(None, {"log_type": "btf"})
+    assert info.name == "dream_mc" and not info.exact
+    assert info.component().options["log_type"] == "btf" and info.identity()["options"]["mc_num"] == 128
+    assert engines["tiny-sdar"].likelihood_estimator(None, {}).name == "block_elbo"
+
+
+def test_the_greedy_check_is_llada_one_token_per_step_decoding(engines):
+    """LLaDA's ``suffix_greedy_prediction`` is its generate with one block, one token per step, low confidence
+    (whose tokens test_llada_reference pins to the official loop): the decoded targets pass, each with one
+    token changed fails. Targets of 6 tokens, so committing in another order (left to right) decodes others."""
+    import torch
+
+    from dare.backends.decoding import llada
+    from dare.backends.decoding.common import Canvas
+    from dare.backends.decoding.mdm import decode_masked_diffusion
+    from dare.backends.likelihood.base import Encoded
+    from dare.backends.likelihood.masked import greedy_matches
+    from dare.harness.records import DecodingConfig
+
+    model = engines["tiny-llada"].model
+    prefixes = [model.tokenizer(r.context)["input_ids"] for r in REQUESTS]
+    cfg = DecodingConfig(gen_length=6, steps=6, block_length=6)
+    canvas = Canvas.build(prefixes, 6, model.mask_id, model.pad_id, "cpu")
+    with torch.inference_mode():
+        decoded = decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(),
+                                          [torch.Generator().manual_seed(0)] * 3, llada.low_confidence).tokens
+    right = [Encoded(p, t) for p, t in zip(prefixes, decoded.tolist())]
+    wrong = [Encoded(e.prefix, e.target[:-1] + [(e.target[-1] + 1) % model.mask_id]) for e in right]
+    assert greedy_matches(model, right + wrong, 0.0) == [True] * 3 + [False] * 3
