@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..data import DATA_DIR
-from .long_addition import file_text
+from . import write_files
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -88,12 +88,7 @@ def convert(source: Path) -> dict[str, list[dict]]:
 
 
 def write(source: Path, directory: Path = DATA_DIR) -> list[Path]:
-    paths = []
-    for name, rows in convert(source).items():
-        path = Path(directory) / name
-        path.write_text(file_text(rows), encoding="utf-8")
-        paths.append(path)
-    return paths
+    return write_files(convert(source), directory)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ..data import DATA_DIR, load_samples
 from ..prompts import template
-from .long_addition import file_text, gold_completion, work_lines
+from . import write_files
+from .long_addition import gold_completion, work_lines
 
 SEED = 20261206
 DISTRACTORS = 3
@@ -92,13 +93,8 @@ def long_addition_rows(seed: int = SEED) -> list[dict]:
 
 
 def write(directory: Path = DATA_DIR, seed: int = SEED) -> list[Path]:
-    paths = []
-    for name, rows in (("sudoku_choice.jsonl", sudoku_rows(seed)), ("long_addition_choice.jsonl",
-                                                                      long_addition_rows(seed))):
-        path = Path(directory) / name
-        path.write_text(file_text(rows), encoding="utf-8")
-        paths.append(path)
-    return paths
+    return write_files({"sudoku_choice.jsonl": sudoku_rows(seed), "long_addition_choice.jsonl":
+                        long_addition_rows(seed)}, directory)
 
 
 if __name__ == "__main__":
