@@ -50,7 +50,7 @@ def resolve_choices(engine: Any, model: cfg.ModelSpec | None, suite: cfg.SuiteSp
                           "engine that declares it (dare-eval --list)")
     out = {}
     for spec in wanted:
-        layers = [*(model.likelihood.get(k) for k in ("default", suite.name, spec.name))] if model else []
+        layers = [model.likelihood.get(k) for k in ("default", suite.name, spec.name)] if model else []
         layers += [suite.choice.get("default"), suite.choice.get(spec.name)]
         name, options, shots = None, {}, spec.choice.num_fewshot
         for layer in filter(None, layers):

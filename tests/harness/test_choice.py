@@ -190,3 +190,8 @@ def test_an_engine_without_likelihood_is_refused(tmp_path):
 def test_unknown_estimator_option_is_one_line(tmp_path, char_engine):
     with pytest.raises(ConfigError, match="likelihood.mc_nm: unknown option; did you mean 'mc_num'"):
         run(tmp_path, "likelihood.estimator=noisy", "likelihood.mc_nm=2")
+
+
+def test_likelihood_settings_on_a_suite_without_choice_benchmarks_are_refused(tmp_path, char_engine):
+    with pytest.raises(ConfigError, match="suite sudoku has no likelihood-scored benchmark"):
+        dare.plan(model="c", suite="sudoku", engine="char-lm", out=tmp_path, overrides=["likelihood.mc_num=2"])
