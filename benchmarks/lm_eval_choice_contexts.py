@@ -2,9 +2,11 @@
 
 Runs lm_eval 0.4.8's own ``ConfigurableTask`` (the task YAMLs of its wheel: ``tasks/arc/arc_easy.yaml`` as
 arc_challenge, ``tasks/mmlu/default/_default_template_yaml`` as mmlu_abstract_algebra, ``tasks/winogrande/
-default.yaml``, ``tasks/piqa/piqa.yaml``) on local JSON copies of the source documents, with the evaluator's
-default few-shot seed 1234, and writes each question's (context, continuation) pairs from
-``fewshot_context`` and ``construct_requests`` to tests/harness/fixtures/lm_eval_choice_contexts.json.
+default.yaml``, ``tasks/piqa/piqa.yaml``, ``tasks/truthfulqa/truthfulqa_mc2.yaml``) on local JSON copies of
+the source documents, with the evaluator's default few-shot seed 1234, and writes each question's (context,
+continuation) pairs from ``fewshot_context`` and ``construct_requests`` to
+tests/harness/fixtures/lm_eval_choice_contexts.json; for TruthfulQA also ``process_results_mc2`` of made-up
+log-likelihoods (-0.1 per continuation character), its row 25 included (a true answer listed after a false one).
 tests/harness/test_choice_lm_eval.py checks DARE's contexts against them. Only the outputs are kept.
 
     pip install --no-deps --target /tmp/lmeval lm-eval==0.4.8 (plus its import-time dependencies)
@@ -43,12 +45,19 @@ def _docs(source: Path) -> dict[str, list[dict]]:
                 for line, lab in zip(path.read_text().splitlines(), labels.read_text().split())]
 
     wino, piqa = source / "winogrande_1.1", source / "piqa"
+    truthful = json.loads((source / "TruthfulQA" / "mc_task.json").read_text())
+    hub = [{"question": d["question"], **{k: {"choices": list(d[k]), "labels": list(d[k].values())}
+                                          for k in ("mc1_targets", "mc2_targets")}} for d in truthful]
     return {"arc_test": arc(source / "ARC" / "ARC-Challenge-Test.jsonl")[:4],
             "arc_train": arc(source / "ARC" / "ARC-Challenge-Train.jsonl"),
             "mmlu_test": mmlu("test")[:3], "mmlu_dev": mmlu("dev"),
             "wino_dev": labelled(wino / "dev.jsonl", wino / "dev-labels.lst", "answer", str)[:4],
             "wino_train": labelled(wino / "train_l.jsonl", wino / "train_l-labels.lst", "answer", str),
-            "piqa_val": labelled(piqa / "valid.jsonl", piqa / "valid-labels.lst", "label", int)[:3]}
+            "piqa_val": labelled(piqa / "valid.jsonl", piqa / "valid-labels.lst", "label", int)[:3],
+            "truthfulqa": [hub[i] for i in TRUTHFULQA_ROWS]}
+
+
+TRUTHFULQA_ROWS = [0, 1, 2, 25]
 
 
 def main(source: Path) -> None:
@@ -62,8 +71,9 @@ def main(source: Path) -> None:
     for name, docs in _docs(source).items():
         (tmp / f"{name}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
 
-    def run(yaml, files, shots, **over):
-        config = load_yaml_config(str(tasks / yaml))
+    def run(yaml, files, shots, base=None, **over):
+        config = load_yaml_config(str(tasks / base)) if base else {}
+        config.update(load_yaml_config(str(tasks / yaml)))
         for key in ("include", "tag", "dataset_name", "process_docs"):
             config.pop(key, None)
         config.update(dataset_path="json", dataset_kwargs={"data_files": {k: str(tmp / v) for k, v in files.items()}},
@@ -71,8 +81,16 @@ def main(source: Path) -> None:
         task = ConfigurableTask(config=config)
         task.set_fewshot_seed(1234)  # the evaluator's default fewshot_random_seed
         docs = task.test_docs() if task.has_test_docs() else task.validation_docs()
-        return {"num_fewshot": shots, "requests": [[list(i.arguments) for i in task.construct_requests(
-            doc, task.fewshot_context(doc, shots), metadata=("t", 0, 1))] for doc in docs]}
+        requests = [[list(i.arguments) for i in task.construct_requests(doc, task.fewshot_context(doc, shots),
+                                                                         metadata=("t", 0, 1))] for doc in docs]
+        case = {"num_fewshot": shots, "requests": requests}
+        if yaml.startswith("truthfulqa"):
+            from lm_eval.tasks.truthfulqa.utils import process_results_mc2
+
+            case["rows"] = TRUTHFULQA_ROWS
+            case["mc2"] = [process_results_mc2(doc, [(-0.1 * len(cont), False) for _, cont in reqs])["acc"]
+                           for doc, reqs in zip(docs, requests)]
+        return case
 
     about = "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
     cases = {
@@ -82,6 +100,8 @@ def main(source: Path) -> None:
                     task="mmlu_abstract_algebra", description=about),
         "winogrande": run("winogrande/default.yaml", {"train": "wino_train.jsonl", "validation": "wino_dev.jsonl"}, 5),
         "piqa": run("piqa/piqa.yaml", {"validation": "piqa_val.jsonl"}, 0, training_split=None),
+        "truthfulqa_mc2": run("truthfulqa/truthfulqa_mc2.yaml", {"validation": "truthfulqa.jsonl"}, 0,
+                              base="truthfulqa/truthfulqa_mc1.yaml"),
     }
     OUT.write_text(json.dumps({"source": f"lm_eval 0.4.8 wheel sha256 {WHEEL_SHA256}: api/task.py "
                                "ConfigurableTask.fewshot_context and construct_requests, api/samplers.py "

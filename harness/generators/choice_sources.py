@@ -3,8 +3,9 @@
 Each converter reads a source release as published (see harness/data/README.md for where each copy came
 from) and writes the rows harness/choice.py scores: what lm_eval 0.4.8's task YAML makes of a document
 (``tasks/arc/arc_easy.yaml``, ``tasks/mmlu/default/_default_template_yaml``, ``tasks/piqa/piqa.yaml``,
-``tasks/winogrande/preprocess_winogrande.py``): the question text with its template applied, the choices,
-the gold index. Row order is the source's (lm-eval's few-shot draws and ``--limit`` follow it).
+``tasks/winogrande/preprocess_winogrande.py``, ``tasks/truthfulqa/truthfulqa_mc2.yaml``): the question text
+with its template applied, the choices, the gold index. Row order is the source's (lm-eval's few-shot draws
+and ``--limit`` follow it).
 
     python -m dare.harness.generators.choice_sources SOURCE_DIR     # rewrites the files under harness/data
 """
@@ -73,6 +74,19 @@ def winogrande(path: Path, labels: Path) -> list[dict]:
     return rows
 
 
+def truthfulqa_mc2(path: Path) -> list[dict]:
+    """TruthfulQA's multiple-choice file (the 817-question release the hub's truthful_qa copies): "Q: {question}
+    \nA:" (the QA primer is the benchmark's description), the mc2 answers in file order; the true answers are
+    those before the first false one, lm-eval's rule (``process_results_mc2``: two rows list a true answer after
+    a false one, which it counts as false)."""
+    rows = []
+    for i, doc in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+        labels = list(doc["mc2_targets"].values())
+        rows.append({"id": f"truthfulqa_mc2/{i}", "query": f"Q: {doc['question']}\nA:",
+                     "choices": list(doc["mc2_targets"]), "gold": list(range(labels.index(0)))})
+    return rows
+
+
 def convert(source: Path) -> dict[str, list[dict]]:
     """Data file name -> rows, from ``source`` laid out as the copies are (see harness/data/README.md)."""
     wino = source / "winogrande_1.1"
@@ -84,6 +98,7 @@ def convert(source: Path) -> dict[str, list[dict]]:
         "piqa_validation.jsonl": piqa(source / "piqa" / "valid.jsonl", source / "piqa" / "valid-labels.lst"),
         "winogrande_validation.jsonl": winogrande(wino / "dev.jsonl", wino / "dev-labels.lst"),
         "winogrande_train_l.jsonl": winogrande(wino / "train_l.jsonl", wino / "train_l-labels.lst"),
+        "truthfulqa_mc2_validation.jsonl": truthfulqa_mc2(source / "TruthfulQA" / "mc_task.json"),
     }
 
 
