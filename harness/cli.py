@@ -93,6 +93,8 @@ def _model_lines(spec: cfg.ModelSpec) -> list[str]:
     aliases = f" [{', '.join(spec.aliases)}]" if spec.aliases else ""
     out = [f"  {spec.name}{aliases}"]
     for suite in cfg.names("suites"):
+        if all(cfg.benchmark(b).task == "choice" for b in cfg.suite(suite).benchmarks):
+            continue  # scored by likelihood: no decoding
         line = f"    {suite}: {_decoding_text(_model_decoding(spec, suite))}"
         alone = [f"{b}: {_decoding_text(_model_decoding(spec, b))}" for b in cfg.suite(suite).benchmarks
                  if b in spec.decoding]

@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ConfigError, RegistryError
 from .records import DecodingConfig
@@ -27,8 +27,34 @@ class Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class ChoiceSpec(Spec):
+    """How a likelihood-scored multiple-choice benchmark builds its requests, as lm-eval builds them
+    (lm_eval 0.4.8 ``api/task.py: ConfigurableTask.fewshot_context``, ``api/samplers.py: ContextSampler``):
+    the description, then ``num_fewshot`` solved examples from ``fewshot`` (each: text, ``target_delimiter``,
+    answer, ``fewshot_delimiter``), then the question; each choice is ``target_delimiter`` + choice."""
+
+    fewshot: str | None = Field(None, description="data file of the split few-shot examples come from")
+    num_fewshot: int = Field(0, ge=0, description="examples per context (a suite preset or --set choice.num_fewshot "
+                             "may change it)")
+    sampler: Literal["random", "first_n"] = Field("random", description="lm-eval's few-shot sampler: random.Random"
+                                                   "(1234).sample per question in order, or the first n")
+    draw_one_more: bool = Field(False, description="lm-eval's quirk: its sampler draws num_fewshot + 1 and keeps "
+                                "the first num_fewshot that are not the question whenever the task's fewshot_split "
+                                "equals its test_split, both unset included (winogrande, piqa, hellaswag); "
+                                "always so when the few-shot file is the data file")
+    group: str | None = Field(None, description="a row field the few-shot examples share with the question "
+                              "(MMLU's subject: one lm-eval task, one sampler, per value)")
+    description: str = Field("", description="text before the examples; {field} takes the row's field")
+    target_delimiter: str = " "
+    fewshot_delimiter: str = "\n\n"
+
+
 class BenchmarkSpec(Spec):
-    """A benchmark: a shipped data file, a prompt template, a verifier and its metrics (data only)."""
+    """A benchmark: a shipped data file, a prompt template, a verifier and its metrics (data only).
+
+    ``task: choice`` benchmarks are scored by likelihood instead (no prompt template, no verifier): each row
+    holds a question and its choices, ``choice`` says how contexts are built, ``metrics`` are acc, acc_norm
+    or mc2 (harness/choice.py)."""
 
     name: str
     version: str = Field(description="this config's own version (prompt, verifier or metric choices changed)")
@@ -36,18 +62,39 @@ class BenchmarkSpec(Spec):
     # benchmark (a user's too) says which one its data file is; run.json and the leaderboard columns carry it.
     dataset_version: str = Field(min_length=1, description="the source's own name for the data release the "
                                  "data file holds: a release tag (EvalPlus v0.2.0) or source and year/commit")
-    family: str = Field(description="math, code or planning")
+    family: str = Field(description="math, code, planning or knowledge")
     data: str = Field(description="test split file under harness/data")
     train: str | None = Field(None, description="train split file, for trainers")
-    prompt: str = Field(description="prompt template name (registry 'prompt template')")
-    verifier: str
+    task: Literal["generate", "choice"] = Field("generate", description="generate and verify, or score choices "
+                                                 "by likelihood")
+    prompt: str | None = Field(None, description="prompt template name (registry 'prompt template'); generate only")
+    verifier: str | None = Field(None, description="generate only")
     verifier_args: dict[str, Any] = Field(default_factory=dict)
+    choice: ChoiceSpec | None = Field(None, description="choice only: how contexts are built")
     metrics: list[str] = Field(default_factory=lambda: ["accuracy"])
+
+    @model_validator(mode="after")
+    def _fields_of_its_task(self) -> BenchmarkSpec:
+        if self.task == "generate" and (self.prompt is None or self.verifier is None):
+            raise ValueError("a generate benchmark names its prompt and verifier")
+        if self.task == "choice" and (self.prompt or self.verifier or self.choice is None):
+            raise ValueError("a choice benchmark has a choice section and no prompt or verifier")
+        return self
+
+
+class ChoiceSettings(Spec):
+    """A preset for a choice benchmark: few-shot count and the likelihood estimator (name, options)."""
+
+    num_fewshot: int | None = Field(None, ge=0)
+    estimator: str | None = Field(None, description="a registered scoring estimator (None: the family's default)")
+    options: dict[str, Any] = Field(default_factory=dict, description="the estimator's options")
 
 
 class SuiteSpec(Spec):
     name: str
     benchmarks: list[str]
+    choice: dict[str, ChoiceSettings] = Field(default_factory=dict, description="'default' and per-benchmark "
+                                              "presets for its choice benchmarks (a paper's recipe per task)")
 
 
 class ModelSpec(Spec):
@@ -65,6 +112,8 @@ class ModelSpec(Spec):
     eos_id: int | None = None
     decoding: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                 description="'default' and per-suite/benchmark overrides")
+    likelihood: dict[str, ChoiceSettings] = Field(default_factory=dict, description="'default' and per-suite/"
+                                                  "benchmark estimator presets for choice benchmarks")
 
     def decoding_for(self, suite: str, benchmark: str | None = None) -> dict[str, Any]:
         """The model authors' decoding fields for a suite: default, then suite, then benchmark overrides."""

@@ -9,6 +9,7 @@ options.
 from __future__ import annotations
 
 from . import config as cfg
+from .choice_run import ChoicePlan
 from .data import verified_path
 from .engine import EngineBase
 from .options import HARNESS_FIELDS, capabilities
@@ -41,6 +42,9 @@ def describe(plan: EvalPlan) -> str:
     for name in plan.suite.benchmarks:
         spec = cfg.benchmark(name)
         _, sha = verified_path(spec.data)
+        if name in plan.choices:
+            lines.extend(choice_lines(name, spec, sha, plan.choices[name]))
+            continue
         tmpl = template(spec.prompt)
         lines.append(f"{name}: data {spec.data} sha256 {sha}; prompt {spec.prompt} hash {tmpl.template_hash()}")
         lines.append(f"{name}: dataset version {spec.dataset_version}")
@@ -50,6 +54,17 @@ def describe(plan: EvalPlan) -> str:
     if plan.limit is not None:
         lines.append(f"limit: {plan.limit} samples per benchmark")
     return "\n".join(lines)
+
+
+def choice_lines(name: str, spec: cfg.BenchmarkSpec, sha: str, chosen: ChoicePlan) -> list[str]:
+    """A likelihood-scored benchmark: its data, contexts and the estimator the engine resolved."""
+    est = chosen.estimator
+    c = spec.choice
+    return [f"{name}: data {spec.data} sha256 {sha}; dataset version {spec.dataset_version}",
+            f"{name}: choice {chosen.num_fewshot}-shot from {c.fewshot or '(none)'} ({c.sampler}); "
+            f"metrics {', '.join(spec.metrics)}",
+            f"{name}: estimator {est.name} {est.version} options {canonical_json(est.options.model_dump(mode='json'))}"
+            f"{' (exact)' if est.exact else ''}"]
 
 
 def rule_lines() -> list[str]:

@@ -74,6 +74,10 @@ metrics.register(
     "pass@k", lambda k: {f"pass@{j}": pass_at(j) for j in sorted({1, k, *(2**i for i in range(1, k.bit_length()))})}
 )
 
+# likelihood-scored multiple choice (harness/choice.py): lm-eval's acc, acc_norm and TruthfulQA's mc2
+for _name in ("acc", "acc_norm", "mc2"):
+    metrics.register(_name, f"dare.harness.choice:{_name}_metric")
+
 
 def expand(name: str, k: int) -> dict[str, PerSample]:
     """The per-sample functions of a benchmark's metric name (``pass@k`` gives pass@1, 2, 4, ..., k)."""

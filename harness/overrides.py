@@ -134,17 +134,20 @@ def _decoding_hint(name: str, fields: list[str]) -> str:
 
 DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint)
 _DECODING = Section("decoding", DECODING_FIELDS)
+_CHOICE = Vocabulary(lambda: ("num_fewshot",), lambda name, known: " (choice.num_fewshot only)")
 #: dare-eval (and :func:`dare.harness.plan.plan`): a decoding field bare or as ``decoding.NAME``, a decoder option
-#: as ``extra.NAME``; verifier, engine and decoder options are typed, so their readers check the names.
-EVAL = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, verifier.OPTION or engine.OPTION",
+#: as ``extra.NAME``; verifier, engine and likelihood-estimator options are typed, so their readers check the names
+#: (``likelihood.estimator`` names the estimator, ``choice.num_fewshot`` sets a choice benchmark's shots).
+EVAL = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, verifier.OPTION, engine.OPTION, "
+               "likelihood.OPTION or choice.num_fewshot",
                sections={"decoding": _DECODING, "extra": Section("decoding", nest="extra"),
-                         "verifier": Section("verifier"), "engine": Section("engine")})
+                         "verifier": Section("verifier"), "engine": Section("engine"),
+                         "likelihood": Section("likelihood"), "choice": Section("choice", _CHOICE)})
 
 
-#: lm-eval's ``--model_args`` and inspect's ``-M``: dare-eval's table, plus ``likelihood.OPTION`` for the scoring
-#: estimator (harness/likelihood.py; typed by the estimator the engine resolves)
+#: lm-eval's ``--model_args`` and inspect's ``-M``: dare-eval's table less ``choice`` (the host's task sets its shots)
 HOSTED = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, engine.OPTION or likelihood.OPTION",
-                 sections={**EVAL.sections, "likelihood": Section("likelihood")})
+                 sections={name: section for name, section in EVAL.sections.items() if name != "choice"})
 
 
 @dataclass
@@ -154,6 +157,8 @@ class Overrides:
     decoding: dict[str, Any] = field(default_factory=dict)
     verifier: dict[str, Any] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
+    likelihood: dict[str, Any] = field(default_factory=dict)
+    choice: dict[str, Any] = field(default_factory=dict)
 
 
 def parse(items: list[str]) -> Overrides:

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import config as cfg
 from . import overrides as overrides_lib
+from .choice_run import resolve_choices
 from .cliutil import check_device
 from .data import load_rows
 from .engine import EngineBase, EngineContext
@@ -55,6 +56,8 @@ def _verifier_options(suite: cfg.SuiteSpec, given: dict[str, Any], flags: dict[s
     given = {**{k: v for k, v in flags.items() if k not in given}, **given}
     for name in suite.benchmarks:
         spec = cfg.benchmark(name)
+        if spec.verifier is None:  # a likelihood-scored benchmark: no verifier
+            continue
         cls = verifiers.get(spec.verifier)
         fields = set(cls.Options.model_fields) if cls.Options is not None else set(given) - set(flags)
         known |= fields
@@ -194,11 +197,13 @@ def _resolve(r: EvalRequest) -> EvalPlan:
     built = engine_cls(ctx)
     base = r.decoding if isinstance(r.decoding, DecodingConfig) else None
     run = resolve_decoding(built, resolved.spec, suite_spec.name, given, explicit=explicit, base=base)
+    choices = resolve_choices(built, resolved.spec, suite_spec, sets.likelihood, sets.choice)
     return EvalPlan(
         suite=suite_spec, decoding=run.config, engine=built, model_name=resolved.name, out_dir=out,
         cache_dir=cache_dir, limit=r.limit, verifier_options=verifier_opts,
         flags=flags, command=list(r.command), progress=r.progress, decoder=run.decoder, decoder_options=run.options,
         decoding_fields=run.fields, training=r.training, workers=r.workers, engine_name=r.engine, engine_context=ctx,
+        choices=choices,
     )
 
 

@@ -208,13 +208,18 @@ class BenchmarkInfo(Record):
                                     "open: the verifier's Options class types them")
     verifier_options: JsonDict = Field(default_factory=dict, description="every option the verdicts depend on, "
                                        "defaults included (the verdict cache key); open, as verifier_args")
+    estimator: ComponentInfo | None = Field(None, description="a likelihood-scored benchmark's estimator (name, "
+                                            "version, options); None: a generated benchmark")
+    fewshot: JsonDict | None = Field(None, description="a likelihood-scored benchmark's contexts: few-shot file, its "
+                                     "sha256, count, sampler and seed, delimiters; None: a generated benchmark")
 
     @model_serializer(mode="wrap")
     def _version_when_recorded(self, handler: SerializerFunctionWrapHandler) -> JsonDict:
-        # an older record has no dataset_version key: writing null would change its bytes
+        # an older record has none of these keys: writing null would change its bytes
         data = handler(self)
-        if data.get("dataset_version") is None:
-            data.pop("dataset_version", None)
+        for key in ("dataset_version", "estimator", "fewshot"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 

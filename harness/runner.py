@@ -49,6 +49,7 @@ from .records import (
     TrainingLink,
     Verdict,
 )
+from .registry import tasks
 from .rundir import environment, hold_outputs, new_run_dir, write_run
 from .verifiers import verifiers
 from .verifiers.base import verifier_identity, verifier_options
@@ -87,6 +88,8 @@ class EvalPlan:
     engine_context: EngineContext | None = None
     run_dir: Path | None = None
     """Set by :func:`run_eval` once the directory exists (so an interrupted caller can name it)."""
+    choices: dict[str, Any] = field(default_factory=dict)
+    """Per choice benchmark: its few-shot count and estimator (:class:`~dare.harness.choice_run.ChoicePlan`)."""
 
     def verifier_options_for(self, benchmark: str) -> dict[str, Any]:
         """The benchmark's verifier options as resolved by the plan (its spec's arguments, defaults filled)."""
@@ -150,34 +153,57 @@ def run_eval(plan: EvalPlan) -> Path:
 
 def _run_eval(plan: EvalPlan) -> Path:
     created = datetime.now(timezone.utc)
-    works = [plan_benchmark(cfg.benchmark(b), plan.decoding, plan.limit) for b in plan.suite.benchmarks]
-    for work in works:  # refuse bad input before any compute is spent
-        verifiers.get(work.spec.verifier)
-        plan.engine.prepare(work.requests, plan.decoding)
+    # each benchmark's task type (registry.tasks: generate and verify, or score choices) plans, runs and scores it
+    kinds = [tasks.get(cfg.benchmark(b).task) for b in plan.suite.benchmarks]
+    works = [kind.plan(plan, cfg.benchmark(b)) for kind, b in zip(kinds, plan.suite.benchmarks)]
+    for kind, work in zip(kinds, works):  # refuse bad input before any compute is spent
+        kind.prepare(plan, work)
     run_dir = plan.run_dir = new_run_dir(plan.out_dir, plan.suite.name, plan.model_name, plan.decoding.config_hash(),
                                          created)
     model_info = plan.model_info()
     store = GenerationStore(generations_cache(plan.cache_dir, model_info.fingerprint, plan.generation_key()),
                             model_info.fingerprint, plan.generation_key())
     steps = plan.engine.run_steps(plan) if capabilities(plan.engine).own_steps else RunSteps()
-    state = RunState()
+    state = RunState(fingerprint=model_info.fingerprint)
     started = time.monotonic()
     try:
-        for work in works:
-            _generate(plan, work, steps, store, state)
+        for kind, work in zip(kinds, works):
+            kind.run(plan, work, steps, store, state)
         status = "complete"
     except BaseException:
         status = "partial"
         raise
     finally:
         # Also on interruption: whatever finished is scored and recorded, marked partial.
-        results = {w.spec.name: _score(plan, w, steps, store, state) for w in works}
+        results = {w.spec.name: kind.score(plan, w, steps, store, state) for kind, w in zip(kinds, works)}
         state.timing["total_s"] = round(time.monotonic() - started, 3)
         record = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
                               {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
                               state.isolation, state.timing, backend=steps.backend)
         write_run(run_dir, record, [row for r in results.values() for row in r.rows])
     return run_dir
+
+
+class GenerateTask:
+    """A generated benchmark: prompts rendered, generations cache-first, verdicts by its verifier."""
+
+    def plan(self, plan: EvalPlan, spec: cfg.BenchmarkSpec) -> BenchmarkWork:
+        return plan_benchmark(spec, plan.decoding, plan.limit)
+
+    def prepare(self, plan: EvalPlan, work: BenchmarkWork) -> None:
+        verifiers.get(work.spec.verifier)
+        plan.engine.prepare(work.requests, plan.decoding)
+
+    def run(self, plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, store: GenerationStore,
+            state: RunState) -> None:
+        _generate(plan, work, steps, store, state)
+
+    def score(self, plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, store: GenerationStore,
+              state: RunState) -> BenchmarkResult:
+        return _score(plan, work, steps, store, state)
+
+
+GENERATE_TASK = GenerateTask()
 
 
 def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, benchmarks: dict[str, BenchmarkInfo],
@@ -211,6 +237,7 @@ def benchmark_info(plan: EvalPlan, work: BenchmarkWork) -> BenchmarkInfo:
 
 @dataclass
 class RunState:
+    fingerprint: str = ""
     generated: dict[str, int] = field(default_factory=dict)
     cached: dict[str, int] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)

@@ -8,6 +8,10 @@ Records written before run.json carried ``dataset_version`` are placed by their 
 decides the dataset: when versioned runs of the same benchmark recorded exactly one version for those bytes,
 the old record takes it (same bytes, same release; the cell says it was inferred). Otherwise it goes to a
 column of its own, "<benchmark> (version unknown)".
+
+A likelihood-scored benchmark's score is an estimate whose value depends on the estimator (``mc_num`` 1 or 128
+Monte-Carlo samples, CFG 0 or 0.5): its column also holds the estimator's name, version and options, so two
+estimators never share a column, a reference or a mean.
 """
 
 from __future__ import annotations
@@ -30,22 +34,35 @@ class Column:
 
     benchmark: str
     dataset_version: str | None
+    estimator: str | None = None
+    """A likelihood-scored benchmark's estimator (:func:`estimator_label`); None: a generated benchmark."""
 
     @property
     def id(self) -> str:
         """The column's key in the page data and exports: ``mbppplus@v0.2.0``; the bare benchmark name when
-        the version is unknown (so tables built from older records keep their column keys)."""
-        return self.benchmark if self.dataset_version is None else f"{self.benchmark}@{self.dataset_version}"
+        the version is unknown (so tables built from older records keep their column keys); ``#`` and the
+        estimator after it for a likelihood-scored benchmark."""
+        base = self.benchmark if self.dataset_version is None else f"{self.benchmark}@{self.dataset_version}"
+        return base if self.estimator is None else f"{base}#{self.estimator}"
 
     @property
     def label(self) -> str:
-        """What the header shows: ``mbppplus v0.2.0`` or ``mbppplus (version unknown)``."""
-        return f"{self.benchmark} {self.dataset_version}" if self.dataset_version else \
+        """What the header shows: ``mbppplus v0.2.0`` or ``mbppplus (version unknown)``, then the estimator."""
+        base = f"{self.benchmark} {self.dataset_version}" if self.dataset_version else \
             f"{self.benchmark} ({UNKNOWN_VERSION})"
+        return base if self.estimator is None else f"{base} · {self.estimator}"
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "benchmark": self.benchmark, "dataset_version": self.dataset_version,
-                "label": self.label}
+                "estimator": self.estimator, "label": self.label}
+
+
+def estimator_label(info: BenchmarkInfo) -> str | None:
+    """``lladamc v1 cfg=0.5 mc_num=128``: the estimator and every recorded option (None: a generated benchmark)."""
+    est = info.estimator
+    if est is None:
+        return None
+    return " ".join([est.name, f"v{est.version}", *(f"{k}={est.options[k]}" for k in sorted(est.options))])
 
 
 @dataclass(frozen=True)
@@ -72,10 +89,11 @@ class VersionIndex:
     def place(self, benchmark: str, info: BenchmarkInfo | None) -> PlacedBenchmark:
         if info is None:  # metrics without an identity: an unknown column, which gets no cell
             return PlacedBenchmark(Column(benchmark, None))
+        estimator = estimator_label(info)
         if info.dataset_version is not None:
-            return PlacedBenchmark(Column(benchmark, info.dataset_version))
+            return PlacedBenchmark(Column(benchmark, info.dataset_version, estimator))
         inferred = self._known.get((benchmark, info.data_sha256))
-        return PlacedBenchmark(Column(benchmark, inferred), inferred is not None)
+        return PlacedBenchmark(Column(benchmark, inferred, estimator), inferred is not None)
 
     def columns_of(self, run: LoadedRun) -> dict[str, PlacedBenchmark]:
         """Benchmark name -> its placement, for every benchmark the run has metrics for."""
@@ -84,4 +102,4 @@ class VersionIndex:
 
 def column_order(column: Column) -> tuple:
     """Benchmarks alphabetically; within one, the unknown version first, then versions by name."""
-    return (column.benchmark, column.dataset_version is not None, column.dataset_version or "")
+    return (column.benchmark, column.dataset_version is not None, column.dataset_version or "", column.estimator or "")

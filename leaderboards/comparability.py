@@ -12,6 +12,8 @@ sha256, prompt template hash, verifier name + version + options: the keys of the
 verdict caches) differ from the reference's gets a flag that spells out the difference (for decoding: the
 differing fields). Execution-only differences (``batch_size``) get a minor flag: decoding is
 batch-invariant by contract, but a mismatch is still worth seeing. Partial and failed runs are flagged too.
+A likelihood-scored benchmark reads no decoding but its seed (the Monte-Carlo draws) and is guarded by its
+estimator too (which also keys its column: leaderboards/columns.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from dare.harness.records import BenchmarkInfo, DecodingConfig, RunRecord, canon
 # Each guard: (kind, what it is called, how to read it from a run for one benchmark).
 _IdentityReader = Callable[[RunRecord, BenchmarkInfo], str]
 IDENTITY_GUARDS: tuple[tuple[str, str, _IdentityReader], ...] = (
-    ("decoding", "decoding config", lambda run, info: run.decoding.config_hash()),
+    ("decoding", "decoding config",
+     lambda run, info: run.decoding.config_hash() if info.estimator is None else f"seed {run.decoding.seed}"),
+    ("estimator", "likelihood estimator",
+     lambda run, info: canonical_json(info.estimator.model_dump(mode="json")) if info.estimator else ""),
     ("engine", "engine settings", lambda run, info: canonical_json(run.engine_identity)),
     ("data", "data sha256", lambda run, info: info.data_sha256),
     ("prompt", "prompt template hash", lambda run, info: info.prompt_template_hash),
@@ -74,7 +79,7 @@ def column_flags(cells: Sequence[tuple[RunRecord, BenchmarkInfo]], baseline: int
             value = read(run, info)
             if value == reference:
                 continue
-            if kind == "decoding":
+            if kind == "decoding" and info.estimator is None:
                 detail = decoding_difference(run.decoding, reference_run.decoding)
                 text = f"decoding differs from {whose} config {reference}: {detail}"
             else:

@@ -27,7 +27,7 @@ from .loading import LoadedRun, slug
 # Which metric a column shows, in order of preference; anything else falls back to the first by name.
 PRIMARY_METRICS = ("accuracy", "pass@1", "partial_credit")
 # Which per-sample field a metric averages (paired statistics are computed over this field).
-SAMPLE_FIELD_OF_METRIC = {"accuracy": "passed", "partial_credit": "score"}
+SAMPLE_FIELD_OF_METRIC = {"accuracy": "passed", "partial_credit": "score", "acc": "passed"}
 STATUS_RANK = {"complete": 0, "partial": 1, "failed": 2}
 Z95 = 1.959963984540054
 # Every DARE metric is a mean of per-sample scores in [0, 1], so a mean's interval is clipped to it.

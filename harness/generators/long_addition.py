@@ -25,9 +25,10 @@ model can learn; the carry chain still makes the answer depend on every earlier 
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
+
+from . import file_text, write_files  # noqa: F401  (file_text: the tests rebuild the files with it)
 
 DIGITS = 6
 WIDTH = 2 * (DIGITS + 1) + 2  # x, '+', y, newline
@@ -87,18 +88,9 @@ def make_rows(seed: int = SEED, test_rows: int = TEST_ROWS, train_rows: int = TR
     return out
 
 
-def file_text(rows: list[dict]) -> str:
-    return "".join(json.dumps(row, separators=(", ", ": ")) + "\n" for row in rows)
-
-
 def write(directory: Path = DATA_DIR, seed: int = SEED) -> list[Path]:
     """Write ``long_addition_{test,train}.jsonl`` into ``directory``; returns the paths."""
-    paths = []
-    for split, rows in make_rows(seed).items():
-        path = Path(directory) / f"long_addition_{split}.jsonl"
-        path.write_text(file_text(rows), encoding="utf-8")
-        paths.append(path)
-    return paths
+    return write_files({f"long_addition_{split}.jsonl": rows for split, rows in make_rows(seed).items()}, directory)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,8 @@ def test_unusable_inner_engine_exits_2_with_one_line(tmp_path, capsys, via, mode
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
 
 
-@pytest.mark.parametrize("benchmark", sorted(config.names("benchmarks")))
+@pytest.mark.parametrize("benchmark", sorted(b for b in config.names("benchmarks")
+                                             if config.benchmark(b).task == "generate"))
 def test_opencompass_prompts_reach_the_engine_as_dare_renders_them(benchmark):
     ds = dare_dataset(benchmark, limit=3)
     tmpl = PromptTemplate(template=ds["infer_cfg"]["prompt_template"]["template"])
