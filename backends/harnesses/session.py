@@ -5,9 +5,10 @@ The settings are ``dare-eval --set``'s (a DecodingConfig field, ``extra.OPTION``
 few things dare-eval takes as flags: ``model`` (a name or alias), ``model_path``, ``backend`` (the engine,
 ``--backend``), ``suite`` (whose per-suite settings of the model apply; default: the model's ``default``),
 ``device``, ``out`` (where run records go) and ``likelihood`` (the scoring estimator, default the model family's;
-its options as ``likelihood.OPTION``). A harness's own per-task settings (lm-eval's
-``generation_kwargs``) come between the model's settings and the user's: the user's explicit setting wins, and
-a task setting the decoder does not read is reset, as a model's is (harness/resolve.py).
+also spelt ``likelihood.estimator`` as in dare-eval; its options as ``likelihood.OPTION``). A harness's own
+per-task settings (lm-eval's ``generation_kwargs``) come between the model's settings and the user's: the
+user's explicit setting wins, and a task setting the decoder does not read is reset, as a model's is
+(harness/resolve.py).
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ class Session:
         self._resolved: dict[str, ResolvedDecoding] = {}
         self._prepared: set[str] = set()
         self.decoding({})  # the user's settings checked now, before the harness loads any data
-        self._likelihood = (str(run["likelihood"]) if run.get("likelihood") else None, parsed.get("likelihood", {}))
+        options = dict(parsed.get("likelihood", {}))
+        name = run.get("likelihood") or options.pop("estimator", None)  # dare-eval's likelihood.estimator=NAME too
+        self._likelihood = (str(name) if name else None, options)
         self._estimator: EstimatorInfo | None = None
         if any(self._likelihood):
             self.estimator()  # likewise a named estimator and its options
