@@ -114,8 +114,8 @@ class _Stop(Exception):
 
 def test_the_closest_near_tie_seen_is_within_float32_rounding(hub_llada):
     """The smallest top-2 gap over Sudoku samples 0-45 at gen 256 / block 32 (the official rule replayed
-    on the same logits, benchmarks/llada_reference.py): sample 9, step 19, 1.2e-6 relative. That is inside
-    both sides' rounding (2 x 1.1e-6), so there the float32 confidences alone decide the order: the kind of
+    on the same logits, benchmarks/llada_reference.py): sample 9, step 19, 1.2e-6 relative on AMD EPYC, 7.9e-7
+    on Intel. That is inside both sides' rounding (2 x 1.1e-6), so there the float32 confidences alone decide the order: the kind of
     step where the official loop and ours can commit different positions."""
     model, _, engine = hub_llada
     bench = config.benchmark("sudoku")
@@ -138,7 +138,7 @@ def test_the_closest_near_tie_seen_is_within_float32_rounding(hub_llada):
     official = torch.nn.functional.softmax(logits, -1).gather(-1, x0[:, None])[:, 0].double().masked_fill(~masked, 0)
     first, second = ours.topk(2).indices.tolist()
     gap = (ours[first] - ours[second]) / ours[first]
-    assert 1.0e-6 < gap < 1.5e-6  # a near-tie in float64 ...
+    assert 0 < gap < 2 * FLOAT32_SOFTMAX_ERROR  # a near-tie in float64 (1.2e-6 on AMD EPYC, 7.9e-7 on Intel) ...
     official_gap = (official[first] - official[second]) / ours[first]
     assert abs(official_gap - gap) < 2 * FLOAT32_SOFTMAX_ERROR  # ... that float32 rounding can close
 
