@@ -115,8 +115,8 @@ class _Stop(Exception):
 def test_the_closest_near_tie_seen_is_within_float32_rounding(hub_llada):
     """The smallest top-2 gap over Sudoku samples 0-45 at gen 256 / block 32 (the official rule replayed
     on the same logits, benchmarks/llada_reference.py): sample 9, step 19, 1.2e-6 relative on AMD EPYC, 7.9e-7
-    on Intel. That is inside both sides' rounding (2 x 1.1e-6), so there the float32 confidences alone decide the order: the kind of
-    step where the official loop and ours can commit different positions."""
+    on Intel. That is inside both sides' rounding (2 x 1.1e-6), so there the float32 confidences alone decide
+    the order: the kind of step where the official loop and ours can commit different positions."""
     model, _, engine = hub_llada
     bench = config.benchmark("sudoku")
     engine_ids = engine.prompt_ids(prompts.template(bench.prompt).render(load_samples(bench.data)[9]))
