@@ -4,7 +4,8 @@ Generations are keyed by (model fingerprint, DecodingConfig hash + the engine's 
 kernel, device class, prompt hash, sample index, request seed) and verdicts by (verifier name + version
 + every option that can change a verdict, defaults included, data sha256, sample id, completion). Each cache
 is a set of JSONL files appended and fsync'd per batch, so a run killed at any moment loses at most the
-batch in flight; a torn last line is ignored on load and fenced off before the next append. Verifier
+batch in flight; a torn last line is ignored on load and fenced off before the next append, and an append
+that fails (a full disk: exit 74) is truncated away, so no partial record is ever read back. Verifier
 upgrades change the verdict key, so cached generations are re-scored without regenerating.
 """
 
@@ -19,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import InputError
+from .diskfull import append_all
+from .errors import DiskFullError, InputError
 from .records import canonical_json, json_text, sha256_text
 
 log = logging.getLogger(__name__)
@@ -83,16 +85,9 @@ class JsonlCache:
             return
         lines = "".join(json_text({"key": k, "value": v.model_dump(mode="json")}) + "\n" for k, v in items)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a+b") as f:
-                f.seek(0, os.SEEK_END)
-                if f.tell() > 0:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":
-                        f.write(b"\n")  # fence off a torn line left by a killed writer
-                f.write(lines.encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
+            append_all(self.path, lines.encode("utf-8"))  # all or nothing: no torn line of ours is left
+        except DiskFullError:
+            raise
         except OSError as exc:
             raise InputError(f"cannot write the cache at {self.path}: {exc.strerror}; "
                              "pass a writable --cache-dir") from exc

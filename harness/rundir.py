@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .diskfull import no_room, writing
 from .errors import DareError, InputError
 from .records import Environment, RunRecord, json_text
 
@@ -40,6 +41,9 @@ def new_run_dir(out: Path, suite: str, model: str, config_hash: str, created: da
             except FileExistsError:
                 continue
     except OSError as exc:
+        full = no_room(out, exc)
+        if full is not None:
+            raise full from exc
         raise InputError(f"cannot create a run directory under {out}: {exc.strerror}; pass a writable --out") from exc
     raise InputError(f"too many runs named {base} under {out}")
 
@@ -76,6 +80,9 @@ def hold(directory: Path, busy: str, error: type[DareError] = InputError) -> Ite
         key.mkdir(parents=True, exist_ok=True)
         fh = (key / LOCK_FILE).open("a+")
     except OSError as exc:
+        full = no_room(key / LOCK_FILE, exc)
+        if full is not None:
+            raise full from exc
         raise InputError(f"cannot lock {directory}: {exc.strerror}; pass a writable directory") from exc
     with fh:
         try:
@@ -117,17 +124,19 @@ def _umask() -> int:
 def atomic_write(path: Path, text: str) -> None:
     """Write ``path`` by rename, so a reader never sees half a file; the mode is 0666 less the umask, as a
     plain ``open`` gives (mkstemp alone makes 0600, unreadable by the group that shares the runs)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    data = text.encode("utf-8")
+    with writing(path, len(data)):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)  # a half-written copy would hold the space a rerun needs
+            raise
 
 
 def write_run(run_dir: Path, record: RunRecord, rows: list[dict[str, Any]]) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import config as cfg
 from . import metrics as metric_lib
+from . import stopping
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
 from .engine import (
@@ -35,7 +36,7 @@ from .engine import (
     generate,
     request_seed,
 )
-from .errors import EngineError
+from .errors import DiskFullError, EngineError
 from .options import DecoderInfo, Options, capabilities
 from .prompts import template
 from .records import (
@@ -162,21 +163,32 @@ def _run_eval(plan: EvalPlan) -> Path:
     steps = plan.engine.run_steps(plan) if capabilities(plan.engine).own_steps else RunSteps()
     state = RunState()
     started = time.monotonic()
+
+    def record(status: str, verify: bool) -> str:
+        results = {w.spec.name: _score(plan, w, steps, store, state, verify) for w in works}
+        if any(r.counts["missing"] for r in results.values()) and stopping.requested():
+            status = "partial"  # a stop during verification leaves the rest unverified
+        state.timing["total_s"] = round(time.monotonic() - started, 3)
+        written = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
+                               {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
+                               state.isolation, state.timing, backend=steps.backend)
+        write_run(run_dir, written, [row for r in results.values() for row in r.rows])
+        return status
+
     try:
         for work in works:
             _generate(plan, work, steps, store, state)
-        status = "complete"
-    except BaseException:
-        status = "partial"
+    except BaseException as exc:
+        # Also on interruption: whatever finished is recorded, marked partial. After a stop, finished
+        # generations are verified in the first half of the grace period only; after a second signal or on a
+        # full disk, not at all (the rerun verifies them).
+        try:
+            record("partial", verify=not isinstance(exc, (DiskFullError, stopping.Interrupted)))
+        except DiskFullError as full:
+            log.warning("no partial record written: %s", full)  # the first failure is the one to report
         raise
-    finally:
-        # Also on interruption: whatever finished is scored and recorded, marked partial.
-        results = {w.spec.name: _score(plan, w, steps, store, state) for w in works}
-        state.timing["total_s"] = round(time.monotonic() - started, 3)
-        record = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
-                              {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
-                              state.isolation, state.timing, backend=steps.backend)
-        write_run(run_dir, record, [row for r in results.values() for row in r.rows])
+    if record("complete", verify=True) == "partial":
+        stopping.safe_point()
     return run_dir
 
 
@@ -197,7 +209,8 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
         finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name, benchmarks=benchmarks,
         model=model, backend=engine, decoder=decoder, engine_identity=plan.engine_identity(),
         decoding_fields=plan.decoding_fields, decoding=plan.decoding, metrics=metrics, counts=counts,
-        isolation=isolation, flags=plan.flags, timing=timing, environment=environment(), command=plan.command,
+        isolation=isolation, flags=[*plan.flags, *stopping.flags()], timing=timing, environment=environment(),
+        command=plan.command,
     )
 
 
@@ -279,6 +292,7 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations:
     state.generated[name] = 0
     if not todo:
         return
+    stopping.safe_point()
     bar = plan.progress(f"{name}: generate", len(todo)) if plan.progress else None
 
     def store(batch: list[GenerationRequest], outputs: list[Generation]) -> None:
@@ -289,6 +303,7 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations:
         state.generated[name] += len(batch)
         if bar:
             bar.update(len(batch))
+        stopping.safe_point()  # the batch is cached: a stop asked for during it takes effect here
 
     t0 = time.monotonic()
     try:
@@ -308,8 +323,10 @@ class BenchmarkResult:
 
 
 def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore,
-           state: RunState) -> BenchmarkResult:
-    """Verify every sample whose k generations are all available (cached verdicts reused)."""
+           state: RunState, verify: bool = True) -> BenchmarkResult:
+    """Verify every sample whose k generations are all available (cached verdicts reused); with ``verify``
+    False, or once a stop has used half its grace period, only the cached verdicts count and the other
+    samples are missing."""
     spec, k = work.spec, plan.decoding.num_samples
     options = plan.verifier_options_for(spec.name)
     verifier = verifiers.get(spec.verifier)(**options)
@@ -328,13 +345,15 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
     def vkey(sample: Sample, gen: Generation) -> str:
         return cache_key(verifier_id, work.info["data_sha256"], sample.id, gen.text)
 
-    todo = [(s, g) for s, pairs in ready for _, g in pairs if vkey(s, g) not in vcache]
+    todo = [(s, g) for s, pairs in ready for _, g in pairs if vkey(s, g) not in vcache] if verify else []
     t0 = time.monotonic()
     try:
         if todo:
             bar = plan.progress(f"{spec.name}: verify", len(todo)) if plan.progress else None
             chunk = 64
             for start in range(0, len(todo), chunk):
+                if not stopping.has_time():
+                    break
                 part = todo[start : start + chunk]
                 verdicts = steps.verify(plan, work, verifier, part, generations)
                 vcache.extend((vkey(s, g), v) for (s, g), v in zip(part, verdicts))
@@ -351,6 +370,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
 
     per_sample: list[list[Verdict]] = []
     rows: list[dict] = []
+    ready = [(sample, pairs) for sample, pairs in ready if all(vkey(sample, g) in vcache for _, g in pairs)]
     for sample, pairs in ready:
         verdicts = [vcache.get(vkey(sample, g)) for _, g in pairs]
         per_sample.append(verdicts)
