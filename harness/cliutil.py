@@ -71,13 +71,15 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def add_grace_argument(parser: argparse.ArgumentParser) -> None:
-    """``--grace SECONDS``: how long a run may take to stop after SIGTERM or SIGINT (see :mod:`.stopping`)."""
+def add_grace_argument(parser: argparse.ArgumentParser, setting: str | None = None) -> None:
+    """``--grace SECONDS``: how long a run may take to stop after SIGTERM or SIGINT (see :mod:`.stopping`);
+    ``setting``: the config field it sets, which holds the default (None: the flag's own default)."""
     from .stopping import DEFAULT_GRACE_S
 
-    parser.add_argument("--grace", type=positive_seconds, default=DEFAULT_GRACE_S, metavar="SECONDS",
-                        help="after SIGTERM or Ctrl-C, finish the batch or step in flight, save and exit 75 within "
-                        f"this many seconds (default {DEFAULT_GRACE_S:g}; a second signal exits at once)")
+    parser.add_argument("--grace", type=positive_seconds, default=None if setting else DEFAULT_GRACE_S,
+                        metavar="SECONDS", help="after SIGTERM or Ctrl-C, finish the batch or step in flight, save "
+                        f"and exit 75 within this many seconds (default {DEFAULT_GRACE_S:g}"
+                        + (f", or the config's {setting}" if setting else "") + "; a second signal exits at once)")
 
 
 def emit(text: object, *, err: bool = False) -> None:

@@ -16,7 +16,6 @@ and :func:`requested`, which are no-ops where no tool installed them.
 
 from __future__ import annotations
 
-import _thread
 import logging
 import os
 import signal
@@ -98,8 +97,11 @@ def _hard_exit(signum: int) -> None:
 
 
 def _expire(state: StopState) -> None:
+    if _state is not state:  # graceful() has ended: the signal would meet Python's default handler
+        return
     state.expired = True
-    _thread.interrupt_main(state.signum)  # runs the handler below in the main thread, as a second signal would
+    # a real signal to the main thread (not _thread.interrupt_main): it also ends a blocking call such as a sleep
+    signal.pthread_kill(threading.main_thread().ident, state.signum)
 
 
 def _handler(signum: int, frame: object) -> None:
