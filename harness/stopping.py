@@ -54,6 +54,8 @@ class StopState:
     at: float | None = None
     expired: bool = False
     timers: list[threading.Timer] = field(default_factory=list)
+    wakeup: tuple[int, int] | None = None
+    """A pipe that Python's C-level handler writes one byte to per delivered signal (``set_wakeup_fd``)."""
 
     def signal_name(self) -> str:
         return signal.Signals(self.signum).name if self.signum else "no signal"
@@ -104,10 +106,25 @@ def _expire(state: StopState) -> None:
     signal.pthread_kill(threading.main_thread().ident, state.signum)
 
 
+def _delivered(state: StopState) -> int:
+    """Signals delivered since the last call: Python runs a handler once for several deliveries of one
+    signal that arrive while the main thread is in a native call, but its C handler writes a byte for each
+    to the wakeup fd, so a second signal is never mistaken for the first."""
+    if state.wakeup is None:
+        return 1
+    try:
+        return max(1, sum(byte in SIGNALS for byte in os.read(state.wakeup[0], 64)))
+    except BlockingIOError:
+        return 1
+
+
 def _handler(signum: int, frame: object) -> None:
     state = _state
     if state is None:  # after graceful() ended: behave as Python does
         raise KeyboardInterrupt
+    if state.signum is None and _delivered(state) > 1:  # the first and a second signal at once
+        state.signum, state.at = signum, time.monotonic()
+        raise Interrupted(signum, f"stopped at once by a second signal ({signal.Signals(signum).name})")
     if state.signum is None:
         state.signum, state.at = signum, time.monotonic()
         for delay, action in ((state.grace_s, lambda: _expire(state)),
@@ -134,7 +151,10 @@ def graceful(grace_s: float = DEFAULT_GRACE_S) -> Iterator[StopState | None]:
         return
     # a signal the process was started ignoring (SIGINT of a background job) stays ignored
     previous = {s: signal.getsignal(s) for s in SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
-    _state = state = StopState(grace_s)
+    _state = state = StopState(grace_s, wakeup=os.pipe())
+    for fd in state.wakeup:
+        os.set_blocking(fd, False)
+    old_wakeup = signal.set_wakeup_fd(state.wakeup[1], warn_on_full_buffer=False)
     for s in previous:
         signal.signal(s, _handler)
     try:
@@ -144,4 +164,7 @@ def graceful(grace_s: float = DEFAULT_GRACE_S) -> Iterator[StopState | None]:
             timer.cancel()
         for s, handler in previous.items():
             signal.signal(s, handler)
+        signal.set_wakeup_fd(old_wakeup)
         _state = None
+        for fd in state.wakeup:
+            os.close(fd)

@@ -79,7 +79,8 @@ def stop_trial(tmp_path: Path, plugin: dict, undisturbed: bytes, seed: int, sign
         assert record["status"] == "partial" and f"stopped={name}" in record["flags"]
         assert record["metrics"]["sudoku"]["accuracy"]["n"] == made  # everything cached is scored
     else:  # at once: only the batch in flight is lost
-        assert stop.returncode == 128 + signals[1], stop.stderr
+        # 128 + the signal that stopped it; two that arrive while the run is in a native call are handled together
+        assert stop.returncode in {128 + s for s in signals}, stop.stderr
         assert "stopped at once by a second signal" in lines[-1]
         assert made - BATCH <= len(keys) <= made < TOTAL
     assert stop.exit_s < GRACE_S, stop.exit_s  # well within the grace period
