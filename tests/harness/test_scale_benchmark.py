@@ -4,25 +4,13 @@ verdict cache; one JSON object on the last line and the figure as SVG."""
 from __future__ import annotations
 
 import json
-import runpy
-import sys
-from pathlib import Path
 
-import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
+from ..scripts import run_benchmark
 
 
 def test_scale_benchmark_prints_its_figures(tmp_path, capsys):
-    argv = sys.argv
-    sys.argv = ["scale.py", "--samples", "20", "40", "--runs", "2", "4", "--run-samples", "3", "--verdicts", "200",
-                "--svg", str(tmp_path / "scale.svg")]
-    try:
-        with pytest.raises(SystemExit) as done:
-            runpy.run_path(str(SCRIPT), run_name="__main__")
-    finally:
-        sys.argv = argv
-    assert done.value.code == 0
+    assert run_benchmark("scale.py", "--samples", "20", "40", "--runs", "2", "4", "--run-samples", "3",
+                         "--verdicts", "200", "--svg", str(tmp_path / "scale.svg")) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [r["samples"] for r in report["replay"]] == [20, 40] and all(r["peak_rss_mib"] > 0 for r in report["replay"])
     assert [r["records"] for r in report["leaderboard"]] == [2, 4]
