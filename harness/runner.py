@@ -335,17 +335,17 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
     facts = verifier.cache_identity()
     verifier_id = cache_key(spec.verifier, verifier.version, identity.options, *([facts] if facts else []))[:16]
     vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")
-    ready: list[tuple[Sample, list[tuple[GenerationRequest, Generation]]]] = []
-    for i, sample in enumerate(work.samples):
-        reqs = work.requests[i * k : (i + 1) * k]
-        gens = [generations.get(r) for r in reqs]
-        if all(g is not None for g in gens):
-            ready.append((sample, list(zip(reqs, gens))))
-
     def vkey(sample: Sample, gen: Generation) -> str:
         return cache_key(verifier_id, work.info["data_sha256"], sample.id, gen.text)
 
-    todo = [(s, g) for s, pairs in ready for _, g in pairs if vkey(s, g) not in vcache] if verify else []
+    # Requests and verdict keys only: each generation is read from the cache where it is needed, so a
+    # large benchmark never holds them all (the cache keeps its lines).
+    ready: list[tuple[Sample, list[GenerationRequest], list[str]]] = []
+    for i, sample in enumerate(work.samples):
+        reqs = work.requests[i * k : (i + 1) * k]
+        if all(r in generations for r in reqs):
+            ready.append((sample, reqs, [vkey(sample, generations.get(r)) for r in reqs]))
+    todo = [(s, r) for s, reqs, keys in ready for r, key in zip(reqs, keys) if key not in vcache] if verify else []
     t0 = time.monotonic()
     try:
         if todo:
@@ -354,7 +354,7 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
             for start in range(0, len(todo), chunk):
                 if not stopping.has_time():
                     break
-                part = todo[start : start + chunk]
+                part = [(s, generations.get(r)) for s, r in todo[start : start + chunk]]
                 verdicts = steps.verify(plan, work, verifier, part, generations)
                 vcache.extend((vkey(s, g), v) for (s, g), v in zip(part, verdicts))
                 if bar:
@@ -370,11 +370,11 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
 
     per_sample: list[list[Verdict]] = []
     rows: list[dict] = []
-    ready = [(sample, pairs) for sample, pairs in ready if all(vkey(sample, g) in vcache for _, g in pairs)]
-    for sample, pairs in ready:
-        verdicts = [vcache.get(vkey(sample, g)) for _, g in pairs]
+    ready = [(sample, reqs, keys) for sample, reqs, keys in ready if all(key in vcache for key in keys)]
+    for sample, reqs, keys in ready:
+        verdicts = [vcache.get(key) for key in keys]
         per_sample.append(verdicts)
-        rows.extend(sample_row(spec.name, sample, req, gen, v) for (req, gen), v in zip(pairs, verdicts))
+        rows.extend(sample_row(spec.name, sample, req, generations.get(req), v) for req, v in zip(reqs, verdicts))
     metric_values, counts = metric_lib.compute(spec.metrics, per_sample, k)
     counts.update(generated=state.generated.get(spec.name, 0), cached=state.cached.get(spec.name, 0),
                   missing=len(work.samples) - len(ready))
