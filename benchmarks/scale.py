@@ -151,9 +151,10 @@ def svg(report: dict) -> str:
         parts.append(f'<text x="{x0 + pad}" y="16" font-weight="bold">{title}: each value / its smallest size</text>')
         parts.append(f'<line x1="{x0 + pad}" y1="{height - pad}" x2="{x0 + width - 10}" y2="{height - pad}" '
                      'stroke="#444"/>')
-        top = 3.0  # y axis 0..3x
+        ratios = [row[c] / rows[0][c] for c in (1, 2) if rows and rows[0][c] for row in rows]
+        top = float(max(3, math.ceil(max(ratios, default=1))))  # y axis 0..top x
         parts.append(f'<line x1="{x0 + pad}" y1="30" x2="{x0 + pad}" y2="{height - pad}" stroke="#444"/>')
-        for tick in (1, 2, 3):
+        for tick in range(1, int(top) + 1):
             y = height - pad - (height - pad - 30) * tick / top
             parts.append(f'<text x="{x0 + 8}" y="{y + 4:.0f}">{tick}x</text>'
                          f'<line x1="{x0 + pad}" y1="{y:.0f}" x2="{x0 + width - 10}" y2="{y:.0f}" stroke="#ddd"/>')
@@ -166,7 +167,7 @@ def svg(report: dict) -> str:
             coords = []
             for size, *values in rows:
                 x = x0 + pad + (width - pad - 20) * (math.log10(size) - lo) / (hi - lo)
-                ratio = min(values[column - 1] / rows[0][column], top)
+                ratio = values[column - 1] / rows[0][column]
                 coords.append(f"{x:.0f},{height - pad - (height - pad - 30) * ratio / top:.0f}")
             parts.append(f'<polyline points="{" ".join(coords)}" fill="none" stroke="{color}" stroke-width="2"/>')
             label_y = 30 + 14 * column
