@@ -162,8 +162,8 @@ def graceful(grace_s: float = DEFAULT_GRACE_S) -> Iterator[StopState | None]:
     finally:
         for timer in state.timers:
             timer.cancel()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, handler in previous.items():  # once stopped, the tool exits: a late signal has nothing to stop
+            signal.signal(s, signal.SIG_IGN if state.signum is not None else handler)
         signal.set_wakeup_fd(old_wakeup)
         _state = None
         for fd in state.wakeup:
