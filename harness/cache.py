@@ -4,7 +4,8 @@ Generations are keyed by (model fingerprint, DecodingConfig hash + the engine's 
 kernel, device class, prompt hash, sample index, request seed) and verdicts by (verifier name + version
 + every option that can change a verdict, defaults included, data sha256, sample id, completion). Each cache
 is a set of JSONL files appended and fsync'd per batch, so a run killed at any moment loses at most the
-batch in flight; a torn last line is ignored on load and fenced off before the next append. Verifier
+batch in flight; a torn last line is ignored on load and fenced off before the next append, and an append
+that fails (a full disk: exit 74) is truncated away, so no partial record is ever read back. Verifier
 upgrades change the verdict key, so cached generations are re-scored without regenerating.
 """
 
@@ -19,7 +20,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import InputError
+from .diskfull import append_all
+from .errors import DiskFullError, InputError
 from .records import canonical_json, json_text, sha256_text
 
 log = logging.getLogger(__name__)
@@ -45,12 +47,14 @@ def cache_key(*parts: Any) -> str:
 
 
 class JsonlCache:
-    """A ``key -> record`` map persisted as one append-only JSONL file."""
+    """A ``key -> record`` map persisted as one append-only JSONL file. Records are kept as their JSON lines
+    and built on :meth:`get`: a line is a fraction of its pydantic object's memory (1M verdicts: about a
+    quarter), and a run reads each record once or twice."""
 
     def __init__(self, path: Path, record_type: type[BaseModel]):
         self.path = path
         self.record_type = record_type
-        self._items: dict[str, BaseModel] = {}
+        self._items: dict[str, str] = {}
         self._load()
 
     def _load(self) -> None:
@@ -61,7 +65,8 @@ class JsonlCache:
             for line in f:
                 try:
                     row = json.loads(line)
-                    self._items[row["key"]] = self.record_type.model_validate(row["value"])
+                    self.record_type.model_validate(row["value"])  # an older record version is no record
+                    self._items[row["key"]] = line
                 except (ValueError, KeyError, TypeError):
                     torn += 1  # a line cut by a kill mid-write, or from an older record version
         if torn:
@@ -74,29 +79,23 @@ class JsonlCache:
         return len(self._items)
 
     def get(self, key: str) -> Any:
-        return self._items.get(key)
+        line = self._items.get(key)
+        return None if line is None else self.record_type.model_validate(json.loads(line)["value"])
 
     def extend(self, items: Iterable[tuple[str, BaseModel]]) -> None:
         """Append records and fsync, so they survive a kill right after this returns."""
         items = list(items)
         if not items:
             return
-        lines = "".join(json_text({"key": k, "value": v.model_dump(mode="json")}) + "\n" for k, v in items)
+        lines = [json_text({"key": k, "value": v.model_dump(mode="json")}) + "\n" for k, v in items]
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a+b") as f:
-                f.seek(0, os.SEEK_END)
-                if f.tell() > 0:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":
-                        f.write(b"\n")  # fence off a torn line left by a killed writer
-                f.write(lines.encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
+            append_all(self.path, "".join(lines).encode("utf-8"))  # all or nothing: no torn line of ours is left
+        except DiskFullError:
+            raise
         except OSError as exc:
             raise InputError(f"cannot write the cache at {self.path}: {exc.strerror}; "
                              "pass a writable --cache-dir") from exc
-        self._items.update(items)
+        self._items.update((k, line) for (k, _), line in zip(items, lines))
 
 
 def generations_cache(root: Path, model_fingerprint: str, decoding_hash: str) -> JsonlCache:

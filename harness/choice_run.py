@@ -17,6 +17,7 @@ from typing import Any
 
 from . import config as cfg
 from . import metrics as metric_lib
+from . import stopping
 from .cache import JsonlCache, cache_key
 from .choice import FEWSHOT_SEED, ChoiceItem, build_items, verdict
 from .data import load_rows, verified_path
@@ -141,12 +142,15 @@ class ChoiceTask:
                 state.generated[name] += len(batch)
                 if bar:
                     bar.update(len(batch))
+                stopping.safe_point()  # the batch is cached: a stop asked for during it takes effect here
         finally:
             state.timing[f"{name}.generate_s"] = round(time.monotonic() - t0, 3)
             if bar:
                 bar.close()
 
-    def score(self, plan: Any, work: ChoiceWork, steps: Any, store: Any, state: Any) -> Any:
+    def score(self, plan: Any, work: ChoiceWork, steps: Any, store: Any, state: Any, verify: bool = True) -> Any:
+        """Verdicts of every question whose choices are all scored (``verify`` is the generated tasks' switch:
+        a choice verdict is arithmetic on cached scores, so it is always given)."""
         from .runner import BenchmarkResult
 
         cache = self._cache(plan, work, state.fingerprint)

@@ -1,8 +1,10 @@
 """dare-eval: score a model (or completions produced elsewhere) on a suite.
 
 Exit codes (:func:`dare.harness.cliutil.run_cli`): 0 success, 2 bad input (one-line error, no traceback),
-130 interrupted (rerun the same command to resume), 1 internal error. The last line on stdout is the new
-run directory.
+74 out of disk space, 75 stopped by SIGTERM or Ctrl-C at a safe point within ``--grace`` (the finished
+generations are cached and the finished samples recorded as a partial run), 128 + N stopped at once by a
+second signal N (130 for Ctrl-C) or at the end of the grace period, 1 internal error; after 74, 75 and
+128 + N, rerun the same command to resume. The last line on stdout is the new run directory.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfg
-from .cliutil import Parser, add_set_argument, emit, progress_bars, run_cli
+from . import stopping
+from .cliutil import Parser, add_grace_argument, add_set_argument, emit, progress_bars, run_cli
 from .dryrun import describe, rule_lines
 from .plan import EvalRequest, evaluate, plan
 from .registry import caches, decoders, engines, load_plugins, metrics
@@ -50,6 +53,7 @@ def build_parser() -> Parser:
     p.add_argument("--unsafe-local-exec", action="store_true",
                    help="let code verification run without OS isolation when none is available (recorded in run.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_grace_argument(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print the resolved plan (decoding with its hash, engine/decoder/verifier options, data hash, "
                    "prompt template) and exit without generating")
@@ -159,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def interrupted() -> str:
         where = f"; partial results in {started[0].run_dir}" if started and started[0].run_dir else ""
-        return f"interrupted; finished generations are cached, rerun the same command to resume{where}"
+        return f"finished generations are cached, rerun the same command to resume{where}"
 
     return run_cli(PROG, lambda: _run(args, argv, started), interrupted)
 
@@ -172,7 +176,8 @@ def _run(args: argparse.Namespace, argv: list[str], started: list[EvalPlan]) -> 
     if args.dry_run:
         emit(describe(started[0]))
         return 0
-    evaluate(started[0])
+    with stopping.graceful(args.grace):
+        evaluate(started[0])
     run_dir = started[0].run_dir
     emit(summary(run_dir))
     emit(run_dir)

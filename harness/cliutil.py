@@ -5,8 +5,12 @@
 - :func:`run_cli`: the one mapping from errors to exit codes.
 
 Exit codes, the same for every tool: 0 success, 2 bad input (a :class:`DareError`, one line on stderr, no
-traceback; a subclass may declare another ``exit_code``), 130 interrupted, 1 internal error (any other
-exception: Python prints its traceback and exits 1, since an internal error must show where it happened).
+traceback; a subclass may declare another ``exit_code``), 74 out of disk space (the line names the path and
+the space needed; free space and rerun to resume), 75 stopped at a safe point by SIGTERM or SIGINT within the
+grace period (:mod:`dare.harness.stopping`; rerun to resume), 128 + N stopped at once by a second signal N or
+at the end of the grace period (143 SIGTERM, 130 SIGINT: the work in flight is lost, the rest kept), 1
+internal error (any other exception: Python prints its traceback and exits 1, since an internal error must
+show where it happened).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .errors import DareError
+from .errors import DareError, Stopped
+from .stopping import Interrupted
 
 INTERRUPTED = 130  # what a shell reports for a process ended by SIGINT
 
@@ -55,6 +60,28 @@ def add_set_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
+def positive_seconds(text: str) -> float:
+    """argparse type of a duration flag (``--grace``): a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
+def add_grace_argument(parser: argparse.ArgumentParser, setting: str | None = None) -> None:
+    """``--grace SECONDS``: how long a run may take to stop after SIGTERM or SIGINT (see :mod:`.stopping`);
+    ``setting``: the config field it sets, which holds the default (None: the flag's own default)."""
+    from .stopping import DEFAULT_GRACE_S
+
+    parser.add_argument("--grace", type=positive_seconds, default=None if setting else DEFAULT_GRACE_S,
+                        metavar="SECONDS", help="after SIGTERM or Ctrl-C, finish the batch or step in flight, save "
+                        f"and exit 75 within this many seconds (default {DEFAULT_GRACE_S:g}"
+                        + (f", or the config's {setting}" if setting else "") + "; a second signal exits at once)")
+
+
 def emit(text: object, *, err: bool = False) -> None:
     """The tools' output layer: ``text`` and a newline on stdout (the results a caller reads), or on stderr
     for notes beside them. Library code logs instead."""
@@ -64,20 +91,26 @@ def emit(text: object, *, err: bool = False) -> None:
 def run_cli(prog: str, body: Callable[[], int], interrupted: Callable[[], str] | None = None) -> int:
     """``body()``'s exit code, with every tool's errors mapped the same way (see the module docstring).
 
-    A :class:`DareError` becomes ``PROG: error: MESSAGE`` on stderr and its ``exit_code``. A
-    KeyboardInterrupt becomes ``PROG: `` + ``interrupted()`` and 130 for tools that can resume (the line
-    says how); without ``interrupted`` it propagates, as Python's own handling is then the honest one.
+    A :class:`DareError` becomes ``PROG: error: MESSAGE`` on stderr and its ``exit_code``. For tools that
+    can resume, ``interrupted()`` says how (``"rerun the same command to resume"``): a stop at a safe point
+    (:class:`Stopped`, 75) becomes ``PROG: MESSAGE; `` + that, and a KeyboardInterrupt ``PROG: interrupted; ``
+    + that, with 128 + the signal's number (130 for Ctrl-C). Without ``interrupted`` a KeyboardInterrupt
+    propagates, as Python's own handling is then the honest one.
     """
     try:
         return body()
+    except Stopped as exc:
+        sys.stderr.write(f"{prog}: {exc}" + (f"; {interrupted()}" if interrupted else "") + "\n")
+        return exc.exit_code
     except DareError as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if interrupted is None:
             raise
-        sys.stderr.write(f"{prog}: {interrupted()}\n")
-        return INTERRUPTED
+        what = str(exc) if isinstance(exc, Interrupted) else "interrupted"
+        sys.stderr.write(f"{prog}: {what}; {interrupted()}\n")
+        return exc.exit_code if isinstance(exc, Interrupted) else INTERRUPTED
 
 
 def progress_bars(enabled: bool) -> Callable[[str, int], Any] | None:

@@ -1,8 +1,9 @@
 """One error hierarchy for the whole project.
 
 Every error a user can cause (bad flag, unknown name, malformed file, missing checkpoint) is a
-:class:`DareError`; the command-line tools print its one-line message and exit with code 2. Anything
-else escaping to the top is an internal error (exit 1).
+:class:`DareError`; the command-line tools print its one-line message and exit with code 2 (or the
+subclass's own code: a full disk 74, a stop on a signal 75). Anything else escaping to the top is an
+internal error (exit 1).
 """
 
 from __future__ import annotations
@@ -56,6 +57,21 @@ class EngineError(DareError):
     (a wrong number of generations, no results); the message names the engine and where to look."""
 
     exit_code = 1
+
+
+class DiskFullError(DareError):
+    """A write failed for lack of space (ENOSPC, EDQUOT) or over the file-size limit (EFBIG). The message names
+    the path and the space needed; what was written before stays readable, so a rerun after freeing space
+    resumes. Exit 74 (sysexits' EX_IOERR)."""
+
+    exit_code = 74
+
+
+class Stopped(DareError):
+    """The run stopped at a safe point because it was asked to (SIGTERM from a scheduler, Ctrl-C): everything
+    finished is saved and a rerun of the same command resumes. Exit 75 (sysexits' EX_TEMPFAIL: try again)."""
+
+    exit_code = 75
 
 
 class InfrastructureError(Exception):

@@ -10,13 +10,14 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .diskfull import no_room
 from .errors import DareError, InputError
 from .records import Environment, RunRecord, json_text
 
@@ -40,6 +41,9 @@ def new_run_dir(out: Path, suite: str, model: str, config_hash: str, created: da
             except FileExistsError:
                 continue
     except OSError as exc:
+        full = no_room(out, exc)
+        if full is not None:
+            raise full from exc
         raise InputError(f"cannot create a run directory under {out}: {exc.strerror}; pass a writable --out") from exc
     raise InputError(f"too many runs named {base} under {out}")
 
@@ -76,6 +80,9 @@ def hold(directory: Path, busy: str, error: type[DareError] = InputError) -> Ite
         key.mkdir(parents=True, exist_ok=True)
         fh = (key / LOCK_FILE).open("a+")
     except OSError as exc:
+        full = no_room(key / LOCK_FILE, exc)
+        if full is not None:
+            raise full from exc
         raise InputError(f"cannot lock {directory}: {exc.strerror}; pass a writable directory") from exc
     with fh:
         try:
@@ -114,25 +121,36 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``path`` by rename, so a reader never sees half a file; the mode is 0666 less the umask, as a
-    plain ``open`` gives (mkstemp alone makes 0600, unreadable by the group that shares the runs)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``path`` (a text, or its pieces: a large file is never held whole) by rename, so a reader never
+    sees half a file; the mode is 0666 less the umask, as a plain ``open`` gives (mkstemp alone makes 0600,
+    unreadable by the group that shares the runs)."""
+    pieces = (text,) if isinstance(text, str) else text
+    size = 0
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            for piece in pieces:
+                data = piece.encode("utf-8")
+                size += len(data)
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)  # a half-written copy would hold the space a rerun needs
+        full = no_room(path, exc, size or None) if isinstance(exc, (OSError, RuntimeError)) else None
+        if full is not None:  # ``size``: what was known when it failed (all of it for a text)
+            raise full from exc
         raise
 
 
 def write_run(run_dir: Path, record: RunRecord, rows: list[dict[str, Any]]) -> None:
     """Write samples first, then run.json: a run.json always has its samples beside it."""
-    atomic_write(run_dir / record.samples_path, "".join(json_text(r) + "\n" for r in rows))
+    atomic_write(run_dir / record.samples_path, (json_text(r) + "\n" for r in rows))
     atomic_write(run_dir / "run.json", json_text(record.to_json(), indent=2) + "\n")
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import config as cfg
 from . import metrics as metric_lib
+from . import stopping
 from .cache import cache_key, generations_cache, verdicts_cache
 from .data import load_samples, verified_path
 from .engine import (
@@ -35,7 +36,7 @@ from .engine import (
     generate,
     request_seed,
 )
-from .errors import EngineError
+from .errors import DiskFullError, EngineError
 from .options import DecoderInfo, Options, capabilities
 from .prompts import template
 from .records import (
@@ -166,21 +167,32 @@ def _run_eval(plan: EvalPlan) -> Path:
     steps = plan.engine.run_steps(plan) if capabilities(plan.engine).own_steps else RunSteps()
     state = RunState(fingerprint=model_info.fingerprint)
     started = time.monotonic()
+
+    def record(status: str, verify: bool) -> str:
+        results = {w.spec.name: kind.score(plan, w, steps, store, state, verify) for kind, w in zip(kinds, works)}
+        if any(r.counts["missing"] for r in results.values()) and stopping.requested():
+            status = "partial"  # a stop during verification leaves the rest unverified
+        state.timing["total_s"] = round(time.monotonic() - started, 3)
+        written = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
+                               {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
+                               state.isolation, state.timing, backend=steps.backend)
+        write_run(run_dir, written, [row for r in results.values() for row in r.rows])
+        return status
+
     try:
         for kind, work in zip(kinds, works):
             kind.run(plan, work, steps, store, state)
-        status = "complete"
-    except BaseException:
-        status = "partial"
+    except BaseException as exc:
+        # Also on interruption: whatever finished is recorded, marked partial. After a stop, finished
+        # generations are verified in the first half of the grace period only; after a second signal or on a
+        # full disk, not at all (the rerun verifies them).
+        try:
+            record("partial", verify=not isinstance(exc, (DiskFullError, stopping.Interrupted)))
+        except DiskFullError as full:
+            log.info("no partial record written: %s", full)  # the first failure is the one to report
         raise
-    finally:
-        # Also on interruption: whatever finished is scored and recorded, marked partial.
-        results = {w.spec.name: kind.score(plan, w, steps, store, state) for kind, w in zip(kinds, works)}
-        state.timing["total_s"] = round(time.monotonic() - started, 3)
-        record = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
-                              {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
-                              state.isolation, state.timing, backend=steps.backend)
-        write_run(run_dir, record, [row for r in results.values() for row in r.rows])
+    if record("complete", verify=True) == "partial":
+        stopping.safe_point()
     return run_dir
 
 
@@ -199,8 +211,8 @@ class GenerateTask:
         _generate(plan, work, steps, store, state)
 
     def score(self, plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, store: GenerationStore,
-              state: RunState) -> BenchmarkResult:
-        return _score(plan, work, steps, store, state)
+              state: RunState, verify: bool = True) -> BenchmarkResult:
+        return _score(plan, work, steps, store, state, verify)
 
 
 GENERATE_TASK = GenerateTask()
@@ -223,7 +235,8 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
         finished_at=datetime.now(timezone.utc).isoformat(), suite=plan.suite.name, benchmarks=benchmarks,
         model=model, backend=engine, decoder=decoder, engine_identity=plan.engine_identity(),
         decoding_fields=plan.decoding_fields, decoding=plan.decoding, metrics=metrics, counts=counts,
-        isolation=isolation, flags=plan.flags, timing=timing, environment=environment(), command=plan.command,
+        isolation=isolation, flags=[*plan.flags, *stopping.flags()], timing=timing, environment=environment(),
+        command=plan.command,
     )
 
 
@@ -306,6 +319,7 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations:
     state.generated[name] = 0
     if not todo:
         return
+    stopping.safe_point()
     bar = plan.progress(f"{name}: generate", len(todo)) if plan.progress else None
 
     def store(batch: list[GenerationRequest], outputs: list[Generation]) -> None:
@@ -316,6 +330,7 @@ def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations:
         state.generated[name] += len(batch)
         if bar:
             bar.update(len(batch))
+        stopping.safe_point()  # the batch is cached: a stop asked for during it takes effect here
 
     t0 = time.monotonic()
     try:
@@ -335,8 +350,10 @@ class BenchmarkResult:
 
 
 def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore,
-           state: RunState) -> BenchmarkResult:
-    """Verify every sample whose k generations are all available (cached verdicts reused)."""
+           state: RunState, verify: bool = True) -> BenchmarkResult:
+    """Verify every sample whose k generations are all available (cached verdicts reused); with ``verify``
+    False, or once a stop has used half its grace period, only the cached verdicts count and the other
+    samples are missing."""
     spec, k = work.spec, plan.decoding.num_samples
     options = plan.verifier_options_for(spec.name)
     verifier = verifiers.get(spec.verifier)(**options)
@@ -345,24 +362,26 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
     facts = verifier.cache_identity()
     verifier_id = cache_key(spec.verifier, verifier.version, identity.options, *([facts] if facts else []))[:16]
     vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")
-    ready: list[tuple[Sample, list[tuple[GenerationRequest, Generation]]]] = []
-    for i, sample in enumerate(work.samples):
-        reqs = work.requests[i * k : (i + 1) * k]
-        gens = [generations.get(r) for r in reqs]
-        if all(g is not None for g in gens):
-            ready.append((sample, list(zip(reqs, gens))))
-
     def vkey(sample: Sample, gen: Generation) -> str:
         return cache_key(verifier_id, work.info["data_sha256"], sample.id, gen.text)
 
-    todo = [(s, g) for s, pairs in ready for _, g in pairs if vkey(s, g) not in vcache]
+    # Requests and verdict keys only: each generation is read from the cache where it is needed, so a
+    # large benchmark never holds them all (the cache keeps its lines).
+    ready: list[tuple[Sample, list[GenerationRequest], list[str]]] = []
+    for i, sample in enumerate(work.samples):
+        reqs = work.requests[i * k : (i + 1) * k]
+        if all(r in generations for r in reqs):
+            ready.append((sample, reqs, [vkey(sample, generations.get(r)) for r in reqs]))
+    todo = [(s, r) for s, reqs, keys in ready for r, key in zip(reqs, keys) if key not in vcache] if verify else []
     t0 = time.monotonic()
     try:
         if todo:
             bar = plan.progress(f"{spec.name}: verify", len(todo)) if plan.progress else None
             chunk = 64
             for start in range(0, len(todo), chunk):
-                part = todo[start : start + chunk]
+                if not stopping.has_time():
+                    break
+                part = [(s, generations.get(r)) for s, r in todo[start : start + chunk]]
                 verdicts = steps.verify(plan, work, verifier, part, generations)
                 vcache.extend((vkey(s, g), v) for (s, g), v in zip(part, verdicts))
                 if bar:
@@ -378,10 +397,11 @@ def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Ge
 
     per_sample: list[list[Verdict]] = []
     rows: list[dict] = []
-    for sample, pairs in ready:
-        verdicts = [vcache.get(vkey(sample, g)) for _, g in pairs]
+    ready = [(sample, reqs, keys) for sample, reqs, keys in ready if all(key in vcache for key in keys)]
+    for sample, reqs, keys in ready:
+        verdicts = [vcache.get(key) for key in keys]
         per_sample.append(verdicts)
-        rows.extend(sample_row(spec.name, sample, req, gen, v) for (req, gen), v in zip(pairs, verdicts))
+        rows.extend(sample_row(spec.name, sample, req, generations.get(req), v) for req, v in zip(reqs, verdicts))
     metric_values, counts = metric_lib.compute(spec.metrics, per_sample, k)
     counts.update(generated=state.generated.get(spec.name, 0), cached=state.cached.get(spec.name, 0),
                   missing=len(work.samples) - len(ready))

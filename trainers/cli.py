@@ -1,8 +1,11 @@
 """dare-train: train a dLLM with a registered algorithm on a suite's train split, then evaluate it.
 
 Exit codes (:func:`dare.harness.cliutil.run_cli`): 0 success, 2 bad input (one-line error), 1 internal
-error, 130 interrupted (rerun the same command to resume from the last checkpoint). The last line on
-stdout is the training run directory.
+error, 74 out of disk space, 75 stopped by SIGTERM or Ctrl-C within ``--grace`` (the step in flight
+finished and was checkpointed), 128 + N stopped at once by a second signal N (130 for Ctrl-C) or at the end
+of the grace period (the step in flight is lost). After 74, 75 and 128 + N, rerun the same command to
+resume from the last checkpoint: the run ends with the uninterrupted run's weights. The last line on stdout
+is the training run directory.
 """
 
 from __future__ import annotations
@@ -15,7 +18,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dare.harness.cliutil import Parser, add_set_argument, check_device, emit, progress_bars, run_cli
+from dare.harness import stopping
+from dare.harness.cliutil import (
+    Parser,
+    add_grace_argument,
+    add_set_argument,
+    check_device,
+    emit,
+    progress_bars,
+    run_cli,
+)
 from dare.harness.errors import ConfigError
 from dare.harness.overrides import Grammar, Section, Vocabulary
 from dare.harness.registry import Registry, advantages, algorithms, did_you_mean, estimators, losses
@@ -57,6 +69,7 @@ def build_parser() -> Parser:
     p.add_argument("--jobs", type=int, default=1, help="with --compare: runs trained at once, in separate processes")
     p.add_argument("--list", action="store_true", help="list algorithms, presets and estimators, then exit")
     p.add_argument("--no-progress", action="store_true", help="no per-step lines or evaluation bars on stderr")
+    add_grace_argument(p, "grace_s")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -138,7 +151,8 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         args.engine = None  # rollouts keep the default engine
     flags.update({k: v for k, v in dict(algorithm=args.algo, suite=args.suite, model=args.model,
                                         model_path=args.model_path, steps=args.steps, seed=args.seed,
-                                        engine=args.engine, device=args.device, eval_limit=args.eval_limit).items()
+                                        engine=args.engine, device=args.device, eval_limit=args.eval_limit,
+                                        grace_s=args.grace).items()
                   if v is not None})
     if args.no_eval:
         flags["evaluate"] = False
@@ -155,7 +169,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
         config = config.model_copy(update={"algorithm": dare_preset(config.algorithm)})
     label = model_name(config.model) if config.model else Path(config.model_path or "model").name  # alias: one dir
     run_dir = Path(args.out) / slug(args.run_name or f"{config.algorithm}-{config.suite}-{label}-s{config.seed}")
-    with exclusive(run_dir):
+    with exclusive(run_dir), stopping.graceful(config.grace_s):
         if build_trainer is not None:
             trainer = build_trainer(config, run_dir, args.nnodes, args.gpus_per_node)
         else:
@@ -208,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"{PROG}: %(levelname)s: %(message)s")
     _show_progress(not args.no_progress)
     return run_cli(PROG, lambda: _main(args, argv),
-                   lambda: "interrupted; rerun the same command to resume from the last checkpoint")
+                   lambda: "rerun the same command to resume from the last checkpoint")
 
 
 def _main(args: argparse.Namespace, argv: list[str]) -> int:

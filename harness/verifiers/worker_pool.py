@@ -7,7 +7,10 @@ Fresh interpreters, not fork: forking a parent that runs torch or CUDA threads c
 multiprocessing's spawn/forkserver re-run the user's ``__main__`` script in every worker. The parent
 sends one job at a time to each worker, waits on all sockets with the nearest deadline as its timeout,
 SIGKILLs a worker whose job overruns and starts another in its place. A worker that dies mid-job
-(segfault, OOM kill) is reported as ``crashed``: an infrastructure failure, not a job result.
+(segfault, OOM kill) is reported as ``crashed``: an infrastructure failure, not a job result. Its error
+names the cause and the most memory the worker held (the reaped child's ``ru_maxrss``): a SIGKILL that
+the pool did not send is named out of memory, and a job that hits the ``memory_mb`` cap (MemoryError) says
+so while its worker stays in use.
 
 Workers start lazily, up to ``workers``, and are kept for reuse; ``close()`` stops them. The deadline
 clock of a job starts when its worker reports ready, so interpreter start-up never counts as a timeout.
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -135,13 +140,9 @@ class DeadlinePool:
                     message = conn.recv()  # type: ignore[union-attr]
                 except (EOFError, OSError):
                     del busy[conn]  # type: ignore[arg-type]
-                    try:  # the socket closes a moment before the exit status is available
-                        code = worker.process.wait(timeout=2)
-                    except subprocess.TimeoutExpired:
-                        code = None
+                    error = death(worker.process, self.memory_mb) + ("" if worker.ready else " while starting")
                     self._discard(worker)
-                    log.warning("verifier worker died (exit code %s) on job %d", code, index)
-                    error = f"worker died with exit code {code}" + ("" if worker.ready else " while starting")
+                    log.warning("verifier worker: %s, on job %d", error, index)
                     results[index] = JobResult(ok=False, crashed=True, error=error)
                     if not worker.ready:
                         startup_failure = error
@@ -189,9 +190,36 @@ class DeadlinePool:
             self._idle.clear()
 
 
+def death(process: subprocess.Popen, memory_mb: int | None) -> str:
+    """Why a worker whose socket closed died, with the most memory it held (the kernel's ``ru_maxrss`` of the
+    reaped child): a SIGKILL nobody here sent is how the OOM killer (or a cgroup's limit) ends a process,
+    so it is named as such, not as a generic crash."""
+    status, usage = None, None
+    deadline = time.monotonic() + 2.0  # the socket closes a moment before the exit status is available
+    while status is None and time.monotonic() < deadline:
+        try:
+            pid, raw, rusage = os.wait4(process.pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid:
+            status, usage = os.waitstatus_to_exitcode(raw), rusage
+            process.returncode = status  # reaped here: Popen must not wait for it again
+        else:
+            time.sleep(0.01)
+    peak = f"{usage.ru_maxrss / 1024:.0f} MiB at its peak" if usage is not None else "an unknown amount of memory"
+    if status is None:
+        return "worker died (exit status unknown)"
+    if status == -signal.SIGKILL:
+        cap = f", under a {memory_mb} MiB address-space cap" if memory_mb else ""
+        return (f"worker killed by SIGKILL holding {peak}{cap}: out of memory (the kernel's OOM killer or a "
+                "memory limit); use fewer workers or give the job more memory")
+    if status < 0:
+        return f"worker crashed ({signal.Signals(-status).name}) holding {peak}"
+    return f"worker died with exit code {status} holding {peak}"
+
+
 def _exit_when_orphaned(parent_pid: int) -> None:
     # A worker busy in a runaway job never reads its socket, so EOF alone would not stop it.
-    import os
 
     while True:
         time.sleep(1.0)
@@ -201,7 +229,6 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 def _serve(func_ref: str, fd: int, memory_mb: int, preload: Sequence[str]) -> None:
     """Worker side: import, report ready, then answer jobs until told to stop or the parent goes away."""
-    import os
 
     conn = Connection(fd)
     threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
@@ -224,6 +251,9 @@ def _serve(func_ref: str, fd: int, memory_mb: int, preload: Sequence[str]) -> No
         index, args = job
         try:
             reply = (index, True, func(*args))
+        except MemoryError:  # the address-space cap: the job's fault, and the worker stays usable
+            reply = (index, False, f"out of memory: the job reached the worker's cap of {memory_mb} MiB "
+                                   "(memory_mb, address space)")
         except Exception as exc:  # reported to the parent; the worker stays usable
             reply = (index, False, f"{type(exc).__name__}: {exc}")
         conn.send(reply)

@@ -148,7 +148,7 @@ def test_run_cli_maps_errors_the_same_for_every_tool(capsys):
     assert run_cli("tool", raising(InputError("bad thing"))) == 2
     assert capsys.readouterr().err == "tool: error: bad thing\n"
     assert run_cli("tool", raising(Finished("no scores"))) == 1
-    assert run_cli("tool", raising(KeyboardInterrupt()), lambda: "interrupted; rerun") == 130
+    assert run_cli("tool", raising(KeyboardInterrupt()), lambda: "rerun") == 130
     assert capsys.readouterr().err == "tool: error: no scores\ntool: interrupted; rerun\n"
     with pytest.raises(KeyboardInterrupt):
         run_cli("tool", raising(KeyboardInterrupt()))

@@ -78,6 +78,19 @@ def test_metrics_exclude_infrastructure_errors_and_give_intervals():
     assert bootstrap_ci([0.0, 1.0] * 50) == bootstrap_ci([0.0, 1.0] * 50)  # seeded: reproducible
 
 
+def test_bootstrap_in_chunks_draws_what_one_matrix_draws(monkeypatch):
+    """Memory flat in n (a few resamples at a time), intervals unchanged: records keep their CIs."""
+    import numpy as np
+
+    from dare.harness import metrics
+
+    values = np.random.default_rng(1).random(777)
+    monkeypatch.setattr(metrics, "BOOTSTRAP_CHUNK_VALUES", 10**9)  # one (1000, n) matrix, as before
+    whole = bootstrap_ci(values)
+    monkeypatch.setattr(metrics, "BOOTSTRAP_CHUNK_VALUES", 3 * 777 + 5)  # 3 resamples a chunk, 1 in the last
+    assert bootstrap_ci(values) == whole
+
+
 def test_pass_at_k_metric_family_from_k_generations():
     group = [Verdict(passed=True, score=1), Verdict(), Verdict(), Verdict()]
     values, _ = compute(["pass@k"], [group], k=4)

@@ -71,19 +71,9 @@ def test_records_with_non_finite_metrics_or_escaping_sample_paths_are_contained(
 
 def test_the_build_benchmark_prints_its_figures_as_one_json_line(tmp_path, capsys):
     """benchmarks/leaderboard_build.py at toy size: like every benchmark, one JSON object on the last line."""
-    import json
-    import runpy
-    import sys
-    from pathlib import Path
+    from ..scripts import run_benchmark
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "leaderboard_build.py"
-    argv = sys.argv
-    sys.argv = ["leaderboard_build.py", "--runs", "3", "--samples", "5", "--keep", str(tmp_path / "bench")]
-    try:
-        with pytest.raises(SystemExit) as done:
-            runpy.run_path(str(script), run_name="__main__")
-    finally:
-        sys.argv = argv
-    assert done.value.code == 0
+    assert run_benchmark("leaderboard_build.py", "--runs", "3", "--samples", "5", "--keep",
+                         str(tmp_path / "bench")) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["runs"] == 3 and report["samples_per_run"] == 5 and report["rows"] == 3

@@ -22,8 +22,9 @@ import torch
 
 from dare.backends.models.checkpoint import save_state
 from dare.backends.models.loader import TOKENIZER_FILES
+from dare.harness.diskfull import append_all, writing
 from dare.harness.errors import ConfigError
-from dare.harness.rundir import hold
+from dare.harness.rundir import atomic_write, hold
 
 from ..lora.backend import LoraBackend, WeightsView
 
@@ -51,16 +52,23 @@ def save(run_dir: Path, step: int, policy, base_path: Path, optimizer, extra: di
     final = run_dir / "checkpoints" / f"step-{step:06d}"
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_state(WeightsView(policy.net, lora), policy.loaded.arch, tmp)  # adapters merged: loadable anywhere
-    for name in ("config.json", *TOKENIZER_FILES):
-        if (base_path / name).is_file():
-            shutil.copy2(base_path / name, tmp / name)
-    if lora is not None:
-        lora.save_extra(policy.net, tmp)
-    adapters = lora.adapter_state(policy.net) if lora is not None else {}
-    state = {"step": step, "optimizer": optimizer.state_dict(), "lora": adapters, **extra}
-    torch.save(state, tmp / STATE_FILE)
+    # what the writes need, for the message of a full disk: the weights and up to two optimizer moments each
+    needed = 3 * sum(t.numel() * t.element_size() for t in policy.net.state_dict().values())
+    try:
+        with writing(tmp, needed):
+            tmp.mkdir(parents=True)
+            save_state(WeightsView(policy.net, lora), policy.loaded.arch, tmp)  # adapters merged: loadable anywhere
+            for name in ("config.json", *TOKENIZER_FILES):
+                if (base_path / name).is_file():
+                    shutil.copy2(base_path / name, tmp / name)
+            if lora is not None:
+                lora.save_extra(policy.net, tmp)
+            adapters = lora.adapter_state(policy.net) if lora is not None else {}
+            state = {"step": step, "optimizer": optimizer.state_dict(), "lora": adapters, **extra}
+            torch.save(state, tmp / STATE_FILE)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # a half checkpoint would hold the space the rerun needs
+        raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     for old in checkpoint_dirs(run_dir)[:-keep]:
@@ -143,16 +151,17 @@ class MetricsLog:
     def rows(self) -> list[dict[str, Any]]:
         if not self.path.is_file():
             return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        rows = []
+        for line in self.path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:  # a line torn by a kill mid-append: its step is redone from the checkpoint
+                continue
+        return rows
 
     def truncate(self, last_step: int) -> None:
         kept = [r for r in self.rows() if r["step"] <= last_step]
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
 
     def append(self, row: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(row, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_all(self.path, (json.dumps(row, sort_keys=True) + "\n").encode())  # whole lines only

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from dare.backends.models.loader import load_model
+from dare.harness import stopping
 from dare.harness.engine import EngineContext, InProcessEngine
 from dare.harness.errors import ConfigError, DareError
 from dare.harness.models import resolve
@@ -346,26 +347,34 @@ class LocalTrainer:
         return row
 
     def train(self) -> Path | None:
-        """Run from the resume point to ``config.steps``; returns the final checkpoint."""
+        """Run from the resume point to ``config.steps``; returns the final checkpoint. A stop asked for by a
+        signal (:mod:`dare.harness.stopping`) lets the step in flight finish, checkpoints it and raises
+        ``Stopped``: the rerun resumes there and ends with the uninterrupted run's weights."""
         cfg, final = self.config, ckpt.latest(self.run_dir)
         progress = StepProgress(self.start_step, cfg.steps)
         try:
             for step in range(self.start_step, cfg.steps):
+                stopping.safe_point()  # asked for during the previous step (checkpointed below) or start-up
                 row = self.step(step)
                 # the line goes first: a kill before the checkpoint drops it again on resume (no duplicates)
                 self.metrics.append(row)
                 progress.step(step + 1, row)
                 log.info("step %d: %s", step + 1, {k: v for k, v in row.items() if k != "time"})
-                if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps:
-                    bad = [n for n, p in self.policy.net.named_parameters() if not torch.isfinite(p).all()]
-                    if bad:  # never a checkpoint that would poison every later evaluation or resume
-                        raise TrainingError(f"step {step + 1}: parameter {bad[0]} is not finite ({len(bad)} "
-                                            "tensors); no checkpoint written; lower lr and rerun")
-                    began = time.perf_counter()
-                    final = ckpt.save(self.run_dir, step + 1, self.policy, self.base_path, self.optimizer,
-                                      {"scheduler": self.scheduler.state_dict(), "fingerprint": cfg.fingerprint()},
-                                      cfg.keep_checkpoints, self.lora)
-                    log.info("checkpoint %s written in %.2fs", final.name, time.perf_counter() - began)
+                if (step + 1) % cfg.save_every == 0 or step + 1 == cfg.steps or stopping.requested():
+                    final = self._save(step + 1)
         finally:
             self.verifiers.close()
+        return final
+
+    def _save(self, step: int) -> Path:
+        bad = [n for n, p in self.policy.net.named_parameters() if not torch.isfinite(p).all()]
+        if bad:  # never a checkpoint that would poison every later evaluation or resume
+            raise TrainingError(f"step {step}: parameter {bad[0]} is not finite ({len(bad)} "
+                                "tensors); no checkpoint written; lower lr and rerun")
+        began = time.perf_counter()
+        cfg = self.config
+        final = ckpt.save(self.run_dir, step, self.policy, self.base_path, self.optimizer,
+                          {"scheduler": self.scheduler.state_dict(), "fingerprint": cfg.fingerprint()},
+                          cfg.keep_checkpoints, self.lora)
+        log.info("checkpoint %s written in %.2fs", final.name, time.perf_counter() - began)
         return final

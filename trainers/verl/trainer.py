@@ -166,10 +166,11 @@ class VerlTrainer(LocalTrainer):
     # ------------------------------------------------------------ checkpoints
     def step(self, step: int) -> dict:
         release(self.policy.net)  # the weights gathered for the previous checkpoint
-        row = super().step(step)
-        if (step + 1) % self.config.save_every == 0 or step + 1 == self.config.steps:
-            self.gather_for_checkpoint()
-        return row
+        return super().step(step)
+
+    def _save(self, step: int) -> Path:
+        self.gather_for_checkpoint()  # every checkpoint, the scheduled ones and a stop's
+        return super()._save(step)
 
     def gather_for_checkpoint(self) -> None:
         """Weights and AdamW moments from the workers into the driver's model and optimizer (collectives)."""

@@ -1,0 +1,62 @@
+"""Signal a real dare-eval or dare-train process at a chosen point and time how long it takes to exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Stopped:
+    returncode: int
+    stdout: str
+    stderr: str
+    exit_s: float
+    """Seconds from the first signal to the process's exit."""
+
+
+def _default_signals() -> None:
+    """In the child: handle SIGINT and SIGTERM as a fresh process would (pytest may have left SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def signal_when(argv: list[str], ready: Callable[[], bool], signals: Sequence[int], *, env: dict | None = None,
+                after_s: float = 0.0, gap_s: float = 0.05, timeout: float = 300) -> Stopped:
+    """Run ``argv``; once ``ready()`` holds, wait ``after_s``, then send ``signals`` ``gap_s`` apart."""
+    proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=_default_signals)
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            out, err = proc.communicate()
+            proc.kill()
+            raise AssertionError(f"the process ended (or hung) before the signal point: {proc.returncode}\n{err}")
+        time.sleep(0.02)
+    time.sleep(after_s)
+    began = time.monotonic()
+    for i, sig in enumerate(signals):
+        if i:
+            time.sleep(gap_s)
+        if proc.poll() is None:
+            proc.send_signal(sig)
+    out, err = proc.communicate(timeout=timeout)
+    return Stopped(proc.returncode, out, err, time.monotonic() - began)
+
+
+def jsonl_keys(directory: Path) -> list[str]:
+    """The keys of every whole line of the JSONL caches under ``directory``, repeats included."""
+    keys = []
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                keys.append(json.loads(line)["key"])
+            except (ValueError, KeyError):
+                continue
+    return keys
