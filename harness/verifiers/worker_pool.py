@@ -60,6 +60,8 @@ class _Worker:
     def __init__(self, func_ref: str, preload: Sequence[str], memory_mb: int | None):
         parent_end, child_end = socket.socketpair()
         argv = [sys.executable, "-m", __name__, func_ref, str(child_end.fileno()), str(memory_mb or 0), *preload]
+        # the kernel starts a new process's high-water mark at its parent's: what the worker's own peak hides under
+        self.parent_peak_kib = high_water_kib()
         self.process = subprocess.Popen(argv, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL)
         child_end.close()
         self.conn = Connection(parent_end.detach())
@@ -140,7 +142,7 @@ class DeadlinePool:
                     message = conn.recv()  # type: ignore[union-attr]
                 except (EOFError, OSError):
                     del busy[conn]  # type: ignore[arg-type]
-                    error = death(worker.process, self.memory_mb) + ("" if worker.ready else " while starting")
+                    error = death(worker, self.memory_mb) + ("" if worker.ready else " while starting")
                     self._discard(worker)
                     log.warning("verifier worker: %s, on job %d", error, index)
                     results[index] = JobResult(ok=False, crashed=True, error=error)
@@ -190,11 +192,21 @@ class DeadlinePool:
             self._idle.clear()
 
 
-def death(process: subprocess.Popen, memory_mb: int | None) -> str:
+def high_water_kib() -> int:
+    """This process's peak resident memory in KiB (``VmHWM``), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status") as stream:
+            return next((int(line.split()[1]) for line in stream if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0
+
+
+def death(worker: _Worker, memory_mb: int | None) -> str:
     """Why a worker whose socket closed died, with the most memory it held (the kernel's ``ru_maxrss`` of the
     reaped child): a SIGKILL nobody here sent is how the OOM killer (or a cgroup's limit) ends a process,
-    so it is named as such, not as a generic crash."""
-    status, usage = None, None
+    so it is named as such, not as a generic crash. ``ru_maxrss`` starts at the parent's peak when the worker
+    was started (exec keeps the larger); at or under that it is only a bound, and said so."""
+    process, status, usage = worker.process, None, None
     deadline = time.monotonic() + 2.0  # the socket closes a moment before the exit status is available
     while status is None and time.monotonic() < deadline:
         try:
@@ -206,7 +218,12 @@ def death(process: subprocess.Popen, memory_mb: int | None) -> str:
             process.returncode = status  # reaped here: Popen must not wait for it again
         else:
             time.sleep(0.01)
-    peak = f"{usage.ru_maxrss / 1024:.0f} MiB at its peak" if usage is not None else "an unknown amount of memory"
+    if usage is None:
+        peak = "an unknown amount of memory"
+    elif usage.ru_maxrss > worker.parent_peak_kib * 1.05:
+        peak = f"{usage.ru_maxrss / 1024:.0f} MiB at its peak"
+    else:
+        peak = f"at most {usage.ru_maxrss / 1024:.0f} MiB at its peak (hidden under the starting process's own peak)"
     if status is None:
         return "worker died (exit status unknown)"
     if status == -signal.SIGKILL:

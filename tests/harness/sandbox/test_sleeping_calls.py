@@ -4,7 +4,8 @@ Each program runs through DARE's code verifier and through EvalPlus 0.3.1's ``un
 same task: one input, a 0.5 s limit (EvalPlus's base process then has min(60, 0.5) + 1 s, joined for 1 s
 more; DARE's group budget is the same 2.5 s). On an idle machine DARE's wall limit is the CPU limit (the load
 scale is 1), so a sleep past the limit fails in both. The sleeps are 1.5 s, 3 times the limit: the old
-fourfold wall-clock backstop passed them, and the verdicts hold while the load scale stays under 3. The
+fourfold wall-clock backstop passed them. The load scale is pinned at an idle machine's 1 for these (the
+verdicts are then load-independent); the gauge and a verdict under real load are tested on their own. The
 classes where DARE is stricter are named: EvalPlus's alarm fires once and can be caught, blocked or ignored
 from inside the call; DARE's limits are checked again after the call and enforced by the parent from outside.
 """
@@ -56,12 +57,29 @@ CASES = {
 code_verifier = verifier_fixture(LIMIT)
 
 
+class IdleReading(LoadGauge):
+    """The scale an idle machine reads."""
+
+    def scale(self) -> float:
+        self.readings.append(1.0)
+        return 1.0
+
+
+@pytest.fixture()
+def idle_verifier(code_verifier):
+    """The verifier at an idle machine's load scale (1): these verdicts are EvalPlus's on an unloaded machine
+    whatever else runs here. The gauge's own readings, and verdicts under real load, are tested below."""
+    real, code_verifier.sandbox.load = code_verifier.sandbox.load, IdleReading()
+    yield code_verifier
+    code_verifier.sandbox.load = real
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_each_sleeping_program_gets_evalplus_verdict_or_the_named_stricter_one(code_verifier, name):
+def test_each_sleeping_program_gets_evalplus_verdict_or_the_named_stricter_one(idle_verifier, name):
     source, evalplus_expected, dare_expected = CASES[name]
     program = IMPORTS + source
     started = time.monotonic()
-    assert dare_verdict(code_verifier, program, [[3]], [6]) == dare_expected
+    assert dare_verdict(idle_verifier, program, [[3]], [6]) == dare_expected
     assert time.monotonic() - started < 8, "the parent's deadlines end a job that ignores every alarm"
     assert evalplus_verdict(program, [[3]], [6], LIMIT) == evalplus_expected
 
