@@ -229,5 +229,7 @@ def write_shipped(root: Path) -> list[Path]:
 if __name__ == "__main__":  # python -m dare.backends.models.tiny configs/models
     import sys
 
+    from dare.harness.cliutil import emit
+
     for written in write_shipped(Path(sys.argv[1] if len(sys.argv) > 1 else "configs/models")):
-        print(written)
+        emit(written)

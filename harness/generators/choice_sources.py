@@ -107,5 +107,7 @@ def write(source: Path, directory: Path = DATA_DIR) -> list[Path]:
 
 
 if __name__ == "__main__":
+    from dare.harness.cliutil import emit
+
     for written in write(Path(sys.argv[1]), Path(sys.argv[2]) if len(sys.argv) > 2 else DATA_DIR):
-        print(written)
+        emit(written)

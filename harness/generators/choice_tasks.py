@@ -100,5 +100,7 @@ def write(directory: Path = DATA_DIR, seed: int = SEED) -> list[Path]:
 if __name__ == "__main__":
     import sys
 
+    from dare.harness.cliutil import emit
+
     for written in write(Path(sys.argv[1]) if len(sys.argv) > 1 else DATA_DIR):
-        print(written)
+        emit(written)
