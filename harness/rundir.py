@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .diskfull import no_room
+from .diskfull import no_room, writing
 from .errors import DareError, InputError
 from .records import Environment, RunRecord, json_text
 
@@ -32,18 +32,16 @@ def new_run_dir(out: Path, suite: str, model: str, config_hash: str, created: da
     """Create a fresh directory ``<out>/<time>_<suite>_<model>_<hash8>`` (suffixed if it exists)."""
     base = f"{created.strftime('%Y%m%dT%H%M%S')}_{slug(suite)}_{slug(model)}_{config_hash[:8]}"
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        for n in range(1000):
-            path = out / (base if n == 0 else f"{base}-{n}")
-            try:
-                path.mkdir()
-                return path
-            except FileExistsError:
-                continue
+        with writing(out):
+            out.mkdir(parents=True, exist_ok=True)
+            for n in range(1000):
+                path = out / (base if n == 0 else f"{base}-{n}")
+                try:
+                    path.mkdir()
+                    return path
+                except FileExistsError:
+                    continue
     except OSError as exc:
-        full = no_room(out, exc)
-        if full is not None:
-            raise full from exc
         raise InputError(f"cannot create a run directory under {out}: {exc.strerror}; pass a writable --out") from exc
     raise InputError(f"too many runs named {base} under {out}")
 
@@ -77,12 +75,10 @@ def hold(directory: Path, busy: str, error: type[DareError] = InputError) -> Ite
             _held[key] -= 1
         return
     try:
-        key.mkdir(parents=True, exist_ok=True)
-        fh = (key / LOCK_FILE).open("a+")
+        with writing(key / LOCK_FILE):
+            key.mkdir(parents=True, exist_ok=True)
+            fh = (key / LOCK_FILE).open("a+")
     except OSError as exc:
-        full = no_room(key / LOCK_FILE, exc)
-        if full is not None:
-            raise full from exc
         raise InputError(f"cannot lock {directory}: {exc.strerror}; pass a writable directory") from exc
     with fh:
         try:
