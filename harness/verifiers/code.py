@@ -176,9 +176,10 @@ class CodeVerifier(Verifier):
         else:
             cpu_s = job["load_limit"] + min(self.sample_time_limit, sum(limits))
         # the parent's deadlines end the job from outside, whatever the candidate does with the child's alarms
-        deadline = cpu_s * scale + 3.0 + sum(plan.call_bytes) / ENCODE_RATE
+        shipped_s = sum(plan.call_bytes) / ENCODE_RATE  # every input in, every answer out
+        deadline = cpu_s * scale + 3.0 + shipped_s
         outcome = Outcome(plan)
-        steps = [job["load_limit"] * scale + (len(program) + sum(plan.call_bytes)) / ENCODE_RATE,  # + the payload
+        steps = [job["load_limit"] * scale + len(program) / ENCODE_RATE + shipped_s,  # the payload comes first
                  *(step_limit(limit * scale, size) for limit, size in zip(limits, plan.call_bytes))]
         run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
         outcome_from_run(outcome, run)
