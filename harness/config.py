@@ -110,6 +110,11 @@ class ModelSpec(Spec):
     chat_template: str = Field("tokenizer", description="'tokenizer' (from tokenizer_config.json), 'none', or a file")
     mask_id: int | None = None
     eos_id: int | None = None
+    # A model's own end markers beside EOS and its architecture's end-of-turn: DiffuCoder-Instruct pads every
+    # answer to the canvas with <|dlm_pad|>, and its authors cut the text at the first one. By token text, so
+    # the id comes from the checkpoint's own tokenizer.
+    stop_tokens: list[str] = Field(default_factory=list, description="tokens (by text) that end an answer besides "
+                                   "EOS and the architecture's end-of-turn; each must be one token of the tokenizer")
     decoding: dict[str, dict[str, Any]] = Field(default_factory=dict,
                                                 description="'default' and per-suite/benchmark overrides")
     likelihood: dict[str, ChoiceSettings] = Field(default_factory=dict, description="'default' and per-suite/"

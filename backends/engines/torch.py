@@ -87,7 +87,8 @@ class TorchEngine(LikelihoodMixin, EngineBase):
         if self._model is None:
             spec = self.ctx.model_spec
             self._model = load_model(self._checkpoint(), self.arch.name, mask_id=spec.mask_id if spec else None,
-                                     eos_id=spec.eos_id if spec else None, device=self.device,
+                                     eos_id=spec.eos_id if spec else None,
+                                     stop_tokens=spec.stop_tokens if spec else (), device=self.device,
                                      dtype=_DTYPES[self._dtype()], attention=self.options.attention)
         return self._model
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,8 +92,11 @@ def _first(value: Any) -> int | None:
 
 
 def resolve_special_ids(arch: Architecture, config: dict, tok, vocab: int, mask_id: int | None = None,
-                        eos_id: int | None = None) -> tuple[int, int, int, tuple[int, ...]]:
-    """(mask, eos, pad, stop ids): ModelSpec, then config.json, then tokenizer, then the family's known id."""
+                        eos_id: int | None = None,
+                        stop_tokens: Sequence[str] = ()) -> tuple[int, int, int, tuple[int, ...]]:
+    """(mask, eos, pad, stop ids): ModelSpec, then config.json, then tokenizer, then the family's known id.
+    The stops are EOS, the architecture's end-of-turn tokens the tokenizer has and the model config's
+    ``stop_tokens``, which must each be one token of it (a model's own pad, as DiffuCoder-Instruct's)."""
     fallback = arch.mask_id if arch.mask_id is not None and arch.mask_id < vocab else None
     mask = next((m for m in (mask_id, config.get("mask_token_id"), tok.mask_token_id, fallback) if m is not None), None)
     if mask is None or not 0 <= mask < vocab:
@@ -107,6 +111,12 @@ def resolve_special_ids(arch: Architecture, config: dict, tok, vocab: int, mask_
         tid = tok.convert_tokens_to_ids(text)
         if isinstance(tid, int) and tid != tok.unk_token_id:
             stops.add(tid)
+    for text in stop_tokens:
+        tid = tok.convert_tokens_to_ids(text)
+        if not isinstance(tid, int) or tid == tok.unk_token_id or not 0 <= tid < vocab:
+            raise ModelError(f"the model config names stop token {text!r}, which this checkpoint's tokenizer does "
+                             "not have as one token; is this the checkpoint the model config describes?")
+        stops.add(tid)
     return mask, eos, pad, tuple(sorted(stops))
 
 
@@ -120,7 +130,7 @@ def checkpoint_dir(ctx) -> Path:
 
 
 def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None = None, eos_id: int | None = None,
-               device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
+               stop_tokens: Sequence[str] = (), device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                attention: str = "auto") -> LoadedModel:
     """Build the network on ``device`` (float32 on CPU, bfloat16 on CUDA unless ``dtype``) and load weights;
     ``attention`` picks the kernel (see :mod:`.attention`). ``device="meta"`` gives shapes, tokenizer and
@@ -130,7 +140,7 @@ def load_model(path: Path, arch_name: str | None = None, *, mask_id: int | None 
     arch = detect_architecture(config, arch_name)
     args = arch.build_args(config)
     tok = load_tokenizer(path)
-    mask, eos, pad, stops = resolve_special_ids(arch, config, tok, args.vocab_size, mask_id, eos_id)
+    mask, eos, pad, stops = resolve_special_ids(arch, config, tok, args.vocab_size, mask_id, eos_id, stop_tokens)
     dtype = dtype or (torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32)
     with torch.device("meta"):
         net = DiffusionTransformer(args)

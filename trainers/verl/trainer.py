@@ -75,7 +75,8 @@ class VerlTrainer(LocalTrainer):
         engine = super()._engine(engine_cls, path, device, dtype)
         spec = self.spec
         engine.use_model(weightless_model(engine.path, engine.arch.name, mask_id=spec.mask_id if spec else None,
-                                          eos_id=spec.eos_id if spec else None))
+                                          eos_id=spec.eos_id if spec else None,
+                                          stop_tokens=spec.stop_tokens if spec else ()))
         return engine
 
     def _decodings(self):

@@ -9,6 +9,7 @@ written (:func:`materialise`), and are dropped again before the next step (:func
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -17,9 +18,9 @@ from dare.backends.models.loader import LoadedModel, load_model
 
 
 def weightless_model(path: Path, arch_name: str | None = None, *, mask_id: int | None = None,
-                     eos_id: int | None = None) -> LoadedModel:
+                     eos_id: int | None = None, stop_tokens: Sequence[str] = ()) -> LoadedModel:
     """``load_model``'s result with every parameter on ``meta`` (resolved exactly as ``load_model`` does)."""
-    return load_model(path, arch_name, mask_id=mask_id, eos_id=eos_id, device="meta")
+    return load_model(path, arch_name, mask_id=mask_id, eos_id=eos_id, stop_tokens=stop_tokens, device="meta")
 
 
 def materialise(net: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
