@@ -5,6 +5,10 @@ TraDo (Gen-Verse/dLLM-RL@10b4fd1) and DiRL (OpenMOSS/DiRL@ec4bfb3) are SDAR-4B/8
 tokenizer files are on the Hugging Face hub only, so the renders use SDAR-8B-Chat's real tokenizer and chat template
 (the project's shared hub metadata), which they inherit, and compare with the prompt strings the authors' evaluation
 code writes by hand (sample/trado_sample.py, eval/eval_lmdeploy.py). TraDo's README question is the worked example.
+
+The Dream-architecture code checkpoints (DiffuCoder, Dream-Coder, d3LLM-Dream-Coder) have their tokenizer files on the
+hub only too: their renders and ids use Dream-v0-Instruct-7B's real tokenizer files (Qwen2.5's vocabulary with
+Dream's specials), and each authors' own example query.
 """
 
 from __future__ import annotations
@@ -138,3 +142,61 @@ def test_mmada_renders_the_authors_text_prompt_on_llada_s_tokenizer(tmp_path):
     assert rendered == fixture["prompt_texts"][0]
     hub_config = json.loads((HUB / "LLaDA-8B-Instruct" / "config.json").read_text())
     assert (spec.mask_id, spec.eos_id) == (126336, hub_config["eos_token_id"])
+
+
+# The Dream-architecture code checkpoints. Their tokenizer files are on the hub only: the renders and ids use
+# Dream-v0-Instruct-7B's real tokenizer (Qwen2.5's vocabulary and merges with Dream's <|beginoftext|> and <|mask|>),
+# whose chat template the coder checkpoints keep (DiffuCoder's cards: "we reuse Dream's modeling architecture and
+# generation utils"). DiffuCoder-Instruct/-cpGRPO add <|dlm_pad|>: added here for the stop-token check only; its id
+# is whatever the real checkpoint's tokenizer gives it (the model config names it by text).
+DIFFUCODER_QUERY = "Write a function to find the shared elements from the given two lists."  # README's MBPP example
+# apple/ml-diffucoder@f735e01 inference_demo.py and README.md "Usage for Instruct model": the prompt written by hand
+DIFFUCODER = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n{q}\n<|im_end|>\n"
+              "<|im_start|>assistant\n")
+# README.md "Usage for Base model": a HumanEval prompt, tokenized as it is (no template)
+DIFFUCODER_BASE = "\n".join([
+    "", "from typing import List", "", "def has_close_elements(numbers: List[float], threshold: float) -> bool:",
+    '    """',
+    "    Check if in given list of numbers, are any two numbers closer to each other than given threshold.",
+    "    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)", "    False",
+    "    >>> has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)", "    True", '    """', ""])
+DREAM_MASK_ID, QWEN_EOS_ID = 151666, 151643  # hub config.json of DiffuCoder-7B-Instruct@69c039a; Dream-Coder's code
+
+
+@pytest.fixture(scope="module")
+def dream_tokenizer():
+    return load_tokenizer(HUB / "Dream-v0-Instruct-7B")
+
+
+def _render_for(tok, name: str, content: str) -> str:
+    """The prompt with the checkpoint's own template, unless the model config installs its file over it."""
+    tok.chat_template = json.loads((HUB / "Dream-v0-Instruct-7B" / "tokenizer_config.json").read_text())[
+        "chat_template"]
+    return render_prompt(tok, [{"role": "user", "content": content}], use_chat_template(tok, config.model(name)))
+
+
+@pytest.mark.parametrize("name", ["diffucoder-7b-instruct", "diffucoder-7b-cpgrpo"])
+def test_diffucoder_renders_the_authors_hand_written_prompt(dream_tokenizer, name):
+    """The user turn is the stripped query and a newline before <|im_end|>, which the tokenizer's template omits."""
+    assert _render_for(dream_tokenizer, name, f"  {DIFFUCODER_QUERY}\n") == DIFFUCODER.format(q=DIFFUCODER_QUERY)
+
+
+def test_diffucoder_base_prompt_is_the_raw_code(dream_tokenizer):
+    assert _render_for(dream_tokenizer, "diffucoder-7b-base", DIFFUCODER_BASE) == DIFFUCODER_BASE
+
+
+@pytest.mark.parametrize("name", ["diffucoder-7b-base", "diffucoder-7b-instruct", "diffucoder-7b-cpgrpo"])
+def test_dream_coder_checkpoints_keep_dream_s_ids_and_diffucoder_stops_at_its_pad(name):
+    """Mask 151666 and EOS 151643 as the authors' configs set them; the Instruct/cpGRPO answers also end at
+    <|dlm_pad|>, the Base models' at EOS and <|im_end|> only."""
+    spec = config.model(name)
+    tok = load_tokenizer(HUB / "Dream-v0-Instruct-7B")
+    tok.add_special_tokens({"additional_special_tokens": ["<|dlm_pad|>"]})
+    hub_config = json.loads((HUB / "Dream-v0-Instruct-7B" / "config.json").read_text())
+    arch = detect_architecture(hub_config)
+    assert arch.name == spec.architecture == "dream"
+    mask, eos, _, stops = resolve_special_ids(arch, hub_config, tok, hub_config["vocab_size"], spec.mask_id,
+                                              spec.eos_id, spec.stop_tokens)
+    assert (mask, eos) == (DREAM_MASK_ID, QWEN_EOS_ID) == (hub_config["mask_token_id"], hub_config["eos_token_id"])
+    assert (tok.convert_tokens_to_ids("<|dlm_pad|>") in stops) == name.startswith(("diffucoder-7b-instruct",
+                                                                                  "diffucoder-7b-cpgrpo"))

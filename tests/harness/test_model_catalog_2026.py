@@ -16,11 +16,13 @@ HUB = {"llada-moe-7b-a1b-base": "inclusionAI/LLaDA-MoE-7B-A1B-Base",
        "trado-4b-instruct": "Gen-Verse/TraDo-4B-Instruct", "trado-8b-instruct": "Gen-Verse/TraDo-8B-Instruct",
        "trado-8b-thinking": "Gen-Verse/TraDo-8B-Thinking", "d3llm-llada": "d3LLM/d3LLM_LLaDA",
        "d3llm-dream": "d3LLM/d3LLM_Dream", "dirl-8b-instruct": "OpenMOSS-Team/DiRL-8B-Instruct",
-       "mmada-8b-mixcot": "Gen-Verse/MMaDA-8B-MixCoT"}
+       "mmada-8b-mixcot": "Gen-Verse/MMaDA-8B-MixCoT", "diffucoder-7b-base": "apple/DiffuCoder-7B-Base",
+       "diffucoder-7b-instruct": "apple/DiffuCoder-7B-Instruct", "diffucoder-7b-cpgrpo": "apple/DiffuCoder-7B-cpGRPO"}
 ALIASES = {"llada-moe": "llada-moe-7b-a1b-instruct", "llada-moe-base": "llada-moe-7b-a1b-base",
            "trado-4b": "trado-4b-instruct", "trado-8b": "trado-8b-instruct", "trado-8b-think": "trado-8b-thinking",
            "d3llm-llada-8b": "d3llm-llada", "d3llm-dream-7b": "d3llm-dream",
-           "dirl-8b": "dirl-8b-instruct", "mmada-8b": "mmada-8b-mixcot"}
+           "dirl-8b": "dirl-8b-instruct", "mmada-8b": "mmada-8b-mixcot", "diffucoder-base": "diffucoder-7b-base",
+           "diffucoder-instruct": "diffucoder-7b-instruct", "diffucoder-cpgrpo": "diffucoder-7b-cpgrpo"}
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
@@ -76,3 +78,16 @@ def test_llada_moe_instruct_decodes_per_suite_as_the_reference_system_runs_it():
     gsm8k, math500, aime = ([spec.decoding_for("math", b)[f] for f in fields] for b in ("gsm8k", "math500", "aime2024"))
     assert (gsm8k, math500, aime) == ([256, 64, 64, 0.0], [512, 64, 64, 0.0], [2048, 64, 64, 1.0])
     assert (spec.mask_id, spec.eos_id, spec.architecture) == (156895, 156892, "llada_moe")
+
+
+def test_diffucoder_decodes_as_its_authors_usage():
+    """apple/ml-diffucoder@f735e01: README.md (Base; cpGRPO under "Usage for Instruct model") and inference_demo.py
+    (Instruct): 256 tokens in 256 steps, entropy order, top_p 0.95; the Instruct models end at <|dlm_pad|>."""
+    fields = ("gen_length", "steps", "block_length", "remasking", "temperature", "top_p")
+    got = {n: [hcfg.model(n).decoding_for("code", "humaneval")[f] for f in fields]
+           for n in ("diffucoder-7b-base", "diffucoder-7b-instruct", "diffucoder-7b-cpgrpo")}
+    assert got == {"diffucoder-7b-base": [256, 256, 256, "entropy", 0.2, 0.95],
+                   "diffucoder-7b-instruct": [256, 256, 256, "entropy", 0.3, 0.95],
+                   "diffucoder-7b-cpgrpo": [256, 256, 256, "entropy", 0.4, 0.95]}
+    assert [hcfg.model(n).stop_tokens for n in got] == [[], ["<|dlm_pad|>"], ["<|dlm_pad|>"]]
+
