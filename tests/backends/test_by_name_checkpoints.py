@@ -6,7 +6,7 @@ tokenizer files are on the Hugging Face hub only, so the renders use SDAR-8B-Cha
 (the project's shared hub metadata), which they inherit, and compare with the prompt strings the authors' evaluation
 code writes by hand (sample/trado_sample.py, eval/eval_lmdeploy.py). TraDo's README question is the worked example.
 
-The Dream-architecture code checkpoints (DiffuCoder, Dream-Coder) have their tokenizer files on the
+The Dream-architecture code checkpoints (DiffuCoder, Dream-Coder, d3LLM-Dream-Coder) have their tokenizer files on the
 hub only too: their renders and ids use Dream-v0-Instruct-7B's real tokenizer files (Qwen2.5's vocabulary with
 Dream's specials), and each authors' own example query.
 """
@@ -190,13 +190,13 @@ def test_diffucoder_base_prompt_is_the_raw_code(dream_tokenizer):
     assert _render_for(dream_tokenizer, "diffucoder-7b-base", DIFFUCODER_BASE) == DIFFUCODER_BASE
 
 
-@pytest.mark.parametrize("name", ["dream-coder-v0-instruct-7b"])
+@pytest.mark.parametrize("name", ["dream-coder-v0-instruct-7b", "d3llm-dream-coder"])
 def test_dream_coder_renders_its_chat_template(dream_tokenizer, name):
     assert _render_for(dream_tokenizer, name, DREAM_CODER_QUERY) == DREAM_CODER.format(q=DREAM_CODER_QUERY)
 
 
 @pytest.mark.parametrize("name", ["diffucoder-7b-base", "diffucoder-7b-instruct", "diffucoder-7b-cpgrpo",
-                                  "dream-coder-v0-base-7b", "dream-coder-v0-instruct-7b"])
+                                  "dream-coder-v0-base-7b", "dream-coder-v0-instruct-7b", "d3llm-dream-coder"])
 def test_dream_coder_checkpoints_keep_dream_s_ids_and_diffucoder_stops_at_its_pad(name):
     """Mask 151666 and EOS 151643 as the authors' configs set them; the Instruct/cpGRPO answers also end at
     <|dlm_pad|>, the Base models' at EOS and <|im_end|> only."""

@@ -19,14 +19,16 @@ HUB = {"llada-moe-7b-a1b-base": "inclusionAI/LLaDA-MoE-7B-A1B-Base",
        "mmada-8b-mixcot": "Gen-Verse/MMaDA-8B-MixCoT", "diffucoder-7b-base": "apple/DiffuCoder-7B-Base",
        "diffucoder-7b-instruct": "apple/DiffuCoder-7B-Instruct", "diffucoder-7b-cpgrpo": "apple/DiffuCoder-7B-cpGRPO",
        "dream-coder-v0-base-7b": "Dream-org/Dream-Coder-v0-Base-7B",
-       "dream-coder-v0-instruct-7b": "Dream-org/Dream-Coder-v0-Instruct-7B"}
+       "dream-coder-v0-instruct-7b": "Dream-org/Dream-Coder-v0-Instruct-7B",
+       "d3llm-dream-coder": "d3LLM/d3LLM_Dream_Coder"}
 ALIASES = {"llada-moe": "llada-moe-7b-a1b-instruct", "llada-moe-base": "llada-moe-7b-a1b-base",
            "trado-4b": "trado-4b-instruct", "trado-8b": "trado-8b-instruct", "trado-8b-think": "trado-8b-thinking",
            "d3llm-llada-8b": "d3llm-llada", "d3llm-dream-7b": "d3llm-dream",
            "dirl-8b": "dirl-8b-instruct", "mmada-8b": "mmada-8b-mixcot", "diffucoder-base": "diffucoder-7b-base",
            "diffucoder-instruct": "diffucoder-7b-instruct", "diffucoder-cpgrpo": "diffucoder-7b-cpgrpo",
            "dream-coder-7b": "dream-coder-v0-instruct-7b", "dream-coder-instruct": "dream-coder-v0-instruct-7b",
-           "dream-coder-base": "dream-coder-v0-base-7b"}
+           "dream-coder-base": "dream-coder-v0-base-7b", "d3llm-coder": "d3llm-dream-coder",
+           "d3llm-dream-coder-7b": "d3llm-dream-coder"}
 
 
 @pytest.mark.parametrize("alias", sorted(ALIASES))
@@ -98,7 +100,8 @@ def test_diffucoder_decodes_as_its_authors_usage():
 
 def test_dream_coder_decodes_as_its_evaluation_scripts():
     """DreamLM/Dream-Coder@87409da instruct/code_eval/README.md (evalplus: 512 tokens and steps, T 0.1, the dllm
-    provider's top_p 0.9) and base/eval_code_base.sh (HumanEval T 0.2, MBPP T 0.1, gsm8k_cot 256 tokens greedy)."""
+    provider's top_p 0.9) and base/eval_code_base.sh (HumanEval T 0.2, MBPP T 0.1, gsm8k_cot 256 tokens greedy);
+    hao-ai-lab/d3LLM@e5bfcac eval_scripts/dream-coder.sh for the distilled model."""
     fields = ("gen_length", "steps", "remasking", "temperature", "top_p")
     instruct, base = hcfg.model("dream-coder-7b"), hcfg.model("dream-coder-base")
     assert [instruct.decoding_for("code", "mbpp")[f] for f in fields] == [512, 512, "entropy", 0.1, 0.9]
@@ -106,3 +109,7 @@ def test_dream_coder_decodes_as_its_evaluation_scripts():
         == [0.2, 0.2, 0.1, 0.1]
     assert [base.decoding_for(s, "gsm8k")[f] for s in ("math", "gsm8k") for f in fields] \
         == [256, 256, "entropy", 0.0, 0.95] * 2
+    d3llm = hcfg.model("d3llm-coder").decoding_for("code", "humaneval")
+    assert [d3llm[f] for f in ("gen_length", "block_length", "remasking", "temperature")] == [512, 32, "d3llm", 0.0]
+    assert d3llm["extra"] == {"d3llm_entropy_threshold": 0.5, "d3llm_block_add_threshold": 0.1,
+                              "d3llm_decoded_token_threshold": 0.95, "d3llm_early_stop": True}
