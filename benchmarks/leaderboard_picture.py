@@ -125,7 +125,7 @@ def _picture(args) -> int:
         make_records(args.records)
     if not args.records.is_dir():
         raise InputError(f"--records {args.records}: no such directory; run with --run first")
-    commits = sorted({run.record.environment.get("git_commit", "") for run in load_runs([args.records]).runs})
+    commits = sorted({run.record.environment.git_commit or "" for run in load_runs([args.records]).runs})
     with tempfile.TemporaryDirectory(prefix="leaderboard-site-") as tmp:
         report = build_site([args.records], Path(tmp) / "site", baseline="tiny-llada",
                             title="DARE leaderboard (shipped tiny models, kept records)")
