@@ -50,17 +50,22 @@ def machines(records: Path) -> list[str]:
     return sorted({f.shared["machine"] for f in build_frontiers(load_runs([records]).runs)})
 
 
+def chromium_path() -> str:
+    """The Chromium binary playwright drives (DARE_CHROMIUM, else chromium on PATH), or a one-line InputError."""
+    chromium = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).is_file():
+        raise InputError(f"no Chromium binary at {chromium}; apt-get install chromium or set DARE_CHROMIUM")
+    return chromium
+
+
 def screenshot(page_file: Path, out: Path, width: int) -> int:
     """Render ``page_file`` in Chromium and write its ``main`` element as PNG; return the byte size."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:
         raise InputError("playwright is not installed; pip install playwright (the dev extra has it)") from exc
-    chromium = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).is_file():
-        raise InputError(f"no Chromium binary at {chromium}; apt-get install chromium or set DARE_CHROMIUM")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=LAUNCH_ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium_path(), args=LAUNCH_ARGS)
         try:
             page = browser.new_page(viewport={"width": width, "height": 800})
             page.goto(page_file.resolve().as_uri())

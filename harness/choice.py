@@ -11,6 +11,10 @@ ContextSampler.get_context`` with the evaluator's default ``fewshot_random_seed`
 do not depend on ``--limit`` (``n`` is one more where lm-eval draws one more: ``ChoiceSpec.draw_one_more``).
 tests/harness/test_choice_lm_eval.py holds these requests to the ones lm-eval's own code builds.
 
+Under a chat template (``chat``: ``choice.chat_template``) each context is the user turn the engine renders
+through the model's template with its generation prompt, and each continuation drops the target delimiter
+(lm_eval 0.4.13 ``construct_requests``: the assistant turn starts right after the template's generation prompt).
+
 Verdicts: ``acc`` (argmax logprob is gold), ``acc_norm`` (argmax of logprob / the choice's length in
 characters, lm-eval's ``completion_len``; ``api/task.py: ConfigurableTask.process_results``), ``mc2``
 (probability mass of the true answers among all, ``tasks/truthfulqa/utils.py: process_results_mc2``).
@@ -61,10 +65,13 @@ def _example(row: dict, spec: ChoiceSpec, gold: int) -> str:
     return row["query"] + spec.target_delimiter + row["choices"][gold] + spec.fewshot_delimiter
 
 
-def build_items(bench: BenchmarkSpec, rows: Sequence[dict], pool: Sequence[dict], num_fewshot: int) -> list[ChoiceItem]:
-    """The requests of every question of ``rows`` (file order), few-shot examples drawn from ``pool``."""
+def build_items(bench: BenchmarkSpec, rows: Sequence[dict], pool: Sequence[dict], num_fewshot: int,
+                chat: bool = False) -> list[ChoiceItem]:
+    """The requests of every question of ``rows`` (file order), few-shot examples drawn from ``pool``; ``chat``:
+    the continuations without the target delimiter (their contexts become chat user turns)."""
     spec = bench.choice
     assert spec is not None
+    delimiter = "" if chat else spec.target_delimiter
     if num_fewshot and len(pool) < num_fewshot:
         raise DataError(f"{bench.name}: {num_fewshot}-shot needs {num_fewshot} few-shot rows, "
                         f"{spec.fewshot or 'no few-shot file'} has {len(pool)}; lower choice.num_fewshot")
@@ -87,11 +94,11 @@ def build_items(bench: BenchmarkSpec, rows: Sequence[dict], pool: Sequence[dict]
         prefix = spec.description.format_map(row) + shots
         if "contexts" in row:
             contexts = tuple(prefix + c for c in row["contexts"])
-            continuations = (spec.target_delimiter + row["continuation"],) * len(contexts)
+            continuations = (delimiter + row["continuation"],) * len(contexts)
             lengths = tuple(len(c) for c in row["contexts"])
         else:
             contexts = (prefix + row["query"],) * len(row["choices"])
-            continuations = tuple(spec.target_delimiter + c for c in row["choices"])
+            continuations = tuple(delimiter + c for c in row["choices"])
             lengths = tuple(len(c) for c in row["choices"])
         items.append(ChoiceItem(str(row["id"]), contexts, continuations, lengths, gold, row))
     return items

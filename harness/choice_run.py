@@ -34,6 +34,7 @@ SCORER_VERSION = "1"  # of choice.verdict: bump when a verdict could change
 class ChoicePlan:
     num_fewshot: int
     estimator: EstimatorInfo
+    chat_template: bool = False
 
 
 def resolve_choices(engine: Any, model: cfg.ModelSpec | None, suite: cfg.SuiteSpec, likelihood: dict[str, Any],
@@ -53,17 +54,25 @@ def resolve_choices(engine: Any, model: cfg.ModelSpec | None, suite: cfg.SuiteSp
     for spec in wanted:
         layers = [model.likelihood.get(k) for k in ("default", suite.name, spec.name)] if model else []
         layers += [suite.choice.get("default"), suite.choice.get(spec.name)]
-        name, options, shots = None, {}, spec.choice.num_fewshot
+        name, options, shots, chat = None, {}, spec.choice.num_fewshot, False
         for layer in filter(None, layers):
             name = layer.estimator or name
             options.update(layer.options)
             shots = shots if layer.num_fewshot is None else layer.num_fewshot
+            chat = chat if layer.chat_template is None else layer.chat_template
         given = dict(likelihood)
         name = given.pop("estimator", name)
         options.update(given)
         shots = int(choice.get("num_fewshot", shots))
-        out[spec.name] = ChoicePlan(shots, engine.likelihood_estimator(name, options))
+        chat = _flag(choice.get("chat_template", chat), "choice.chat_template")
+        out[spec.name] = ChoicePlan(shots, engine.likelihood_estimator(name, options), chat)
     return out
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} is not a boolean; use {name}=true or {name}=false", source="--set")
+    return value
 
 
 class LikelihoodScore(Record):
@@ -87,13 +96,14 @@ class ChoiceWork:
     cache: JsonlCache | None = None
 
 
-def _fewshot_info(spec: cfg.BenchmarkSpec, shots: int) -> dict[str, Any]:
+def _fewshot_info(spec: cfg.BenchmarkSpec, chosen: ChoicePlan) -> dict[str, Any]:
     c = spec.choice
     sha = verified_path(c.fewshot)[1] if c.fewshot else None
-    return {"file": c.fewshot, "sha256": sha, "num_fewshot": shots, "sampler": c.sampler, "seed": FEWSHOT_SEED,
-            "draw_one_more": c.draw_one_more, "group": c.group, "description": c.description,
-            "target_delimiter": c.target_delimiter,
-            "fewshot_delimiter": c.fewshot_delimiter}
+    info = {"file": c.fewshot, "sha256": sha, "num_fewshot": chosen.num_fewshot, "sampler": c.sampler,
+            "seed": FEWSHOT_SEED, "draw_one_more": c.draw_one_more, "group": c.group, "description": c.description,
+            "target_delimiter": c.target_delimiter, "fewshot_delimiter": c.fewshot_delimiter}
+    # recorded (and hashed into the prompt template's identity) only when on: raw-text runs keep their hashes
+    return {**info, "chat_template": True} if chosen.chat_template else info
 
 
 class ChoiceTask:
@@ -104,11 +114,11 @@ class ChoiceTask:
         rows = load_rows(spec.data)
         used = rows[: plan.limit] if plan.limit is not None else rows
         pool = load_rows(spec.choice.fewshot) if spec.choice.fewshot and chosen.num_fewshot else ()
-        items = build_items(spec, used, pool, chosen.num_fewshot)
-        requests = [[LikelihoodRequest(f"{it.sample_id}/{i}", ctx, cont, request_seed(plan.decoding.seed,
-                                                                                       it.sample_id, i))
+        items = build_items(spec, used, pool, chosen.num_fewshot, chosen.chat_template)
+        requests = [[LikelihoodRequest(f"{it.sample_id}/{i}", ctx, cont,
+                                       request_seed(plan.decoding.seed, it.sample_id, i), chosen.chat_template)
                      for i, (ctx, cont) in enumerate(zip(it.contexts, it.continuations))] for it in items]
-        fewshot = _fewshot_info(spec, chosen.num_fewshot)
+        fewshot = _fewshot_info(spec, chosen)
         info = dict(name=spec.name, version=spec.version, data_file=spec.data, dataset_version=spec.dataset_version,
                     data_sha256=verified_path(spec.data)[1], n_total=len(rows), n_used=len(used),
                     prompt_template="choice", prompt_template_hash=sha256_text(repr(sorted(fewshot.items())))[:16])
@@ -167,7 +177,7 @@ class ChoiceTask:
                       missing=len(work.items) - len(per_sample))
         estimator = work.plan.estimator.component()
         info = BenchmarkInfo(**work.info, verifier="choice", verifier_version=SCORER_VERSION, estimator=estimator,
-                             fewshot=_fewshot_info(work.spec, work.plan.num_fewshot))
+                             fewshot=_fewshot_info(work.spec, work.plan))
         return BenchmarkResult(info, metric_values, counts, rows)
 
 

@@ -83,9 +83,11 @@ class BenchmarkSpec(Spec):
 
 
 class ChoiceSettings(Spec):
-    """A preset for a choice benchmark: few-shot count and the likelihood estimator (name, options)."""
+    """A preset for a choice benchmark: few-shot count, chat template, the likelihood estimator (name, options)."""
 
     num_fewshot: int | None = Field(None, ge=0)
+    chat_template: bool | None = Field(None, description="each context as the user turn of the model's chat template "
+                                       "(lm-eval's --apply_chat_template); None: the layer below decides (raw text)")
     estimator: str | None = Field(None, description="a registered scoring estimator (None: the family's default)")
     options: dict[str, Any] = Field(default_factory=dict, description="the estimator's options")
 

@@ -61,7 +61,8 @@ def choice_lines(name: str, spec: cfg.BenchmarkSpec, sha: str, chosen: ChoicePla
     est = chosen.estimator
     c = spec.choice
     return [f"{name}: data {spec.data} sha256 {sha}; dataset version {spec.dataset_version}",
-            f"{name}: choice {chosen.num_fewshot}-shot from {c.fewshot or '(none)'} ({c.sampler}); "
+            f"{name}: choice {chosen.num_fewshot}-shot from {c.fewshot or '(none)'} ({c.sampler}), contexts "
+            f"{'in the chat template' if chosen.chat_template else 'as raw text'}; "
             f"metrics {', '.join(spec.metrics)}",
             f"{name}: estimator {est.name} {est.version} options {canonical_json(est.options.model_dump(mode='json'))}"
             f"{' (exact)' if est.exact else ''}"]

@@ -30,11 +30,15 @@ class LikelihoodRequest:
     context: str
     continuation: str
     seed: int
+    chat: bool = False
+    """The context is a user turn: the engine renders it through the model's chat template with the generation
+    prompt, and the continuation follows that (lm-eval's ``--apply_chat_template``)."""
 
     @property
     def key(self) -> str:
         """Content key of the request (the cache keys it beside the estimator's identity)."""
-        return sha256_text(f"{self.context}\x1f{self.continuation}\x1f{self.seed}")[:24]
+        chat = "\x1fchat" if self.chat else ""  # a raw request keeps the key it had before chat requests existed
+        return sha256_text(f"{self.context}\x1f{self.continuation}\x1f{self.seed}{chat}")[:24]
 
 
 @dataclass(frozen=True)

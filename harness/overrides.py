@@ -134,12 +134,14 @@ def _decoding_hint(name: str, fields: list[str]) -> str:
 
 DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint)
 _DECODING = Section("decoding", DECODING_FIELDS)
-_CHOICE = Vocabulary(lambda: ("num_fewshot",), lambda name, known: " (choice.num_fewshot only)")
+_CHOICE = Vocabulary(lambda: ("num_fewshot", "chat_template"),
+                     lambda name, known: " (choice.num_fewshot or choice.chat_template)")
 #: dare-eval (and :func:`dare.harness.plan.plan`): a decoding field bare or as ``decoding.NAME``, a decoder option
 #: as ``extra.NAME``; verifier, engine and likelihood-estimator options are typed, so their readers check the names
-#: (``likelihood.estimator`` names the estimator, ``choice.num_fewshot`` sets a choice benchmark's shots).
+#: (``likelihood.estimator`` names the estimator, ``choice.num_fewshot`` and ``choice.chat_template`` set a choice
+#: benchmark's shots and whether its contexts go through the model's chat template).
 EVAL = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, verifier.OPTION, engine.OPTION, "
-               "likelihood.OPTION or choice.num_fewshot",
+               "likelihood.OPTION, choice.num_fewshot or choice.chat_template",
                sections={"decoding": _DECODING, "extra": Section("decoding", nest="extra"),
                          "verifier": Section("verifier"), "engine": Section("engine"),
                          "likelihood": Section("likelihood"), "choice": Section("choice", _CHOICE)})

@@ -1,13 +1,16 @@
 """DARE's run record of an lm-eval run: one run directory per task (run.json + samples.jsonl), so
 ``dare-leaderboard`` shows lm-eval's scores beside dare-eval's.
 
-lm-eval computes the scores; DARE records what decoded them. The record is rebuilt from the results and samples
-files lm-eval's CLI writes (:func:`read_output`): the model args
-resolve the same :class:`~.session.Session` again (no weights load) and each task's ``generation_kwargs`` its
-DecodingConfig (a generate_until task; a likelihood-scored one is left to lm-eval's own output, as run.json has
-no place for a scoring estimator yet). Each metric is the mean of lm-eval's per-document values with DARE's
+lm-eval computes the scores; DARE records what produced them. The record is rebuilt from the results and samples
+files lm-eval's CLI writes (:func:`read_output`): the model args resolve the same :class:`~.session.Session`
+again (no weights load). A ``generate_until`` task records the DecodingConfig its ``generation_kwargs`` resolve
+to; a ``multiple_choice`` or ``loglikelihood`` task records the scoring estimator (name, version, options) and
+its contexts' few-shot settings, as a dare-eval choice benchmark does, so the leaderboard keys its column by
+the estimator. A ``loglikelihood_rolling`` task gets no record: its perplexities are corpus aggregates with no
+per-document value to put an interval on. Each metric is the mean of lm-eval's per-document values with DARE's
 bootstrap interval; the benchmark is the task (its lm-eval version, its data as lm-eval's document hashes, its
-prompt as lm-eval's ``doc_to_text``), scored by ``lm-eval`` at its version with the task's metric list.
+prompt as lm-eval's ``doc_to_text`` and ``doc_to_choice``), scored by ``lm-eval`` at its version with the task's
+metric list.
 """
 
 from __future__ import annotations
@@ -25,9 +28,14 @@ from dare.harness.rundir import new_run_dir, write_run
 from dare.harness.runner import EvalPlan, build_record
 
 from .lm_eval_model import model_settings, task_settings
+from .lm_eval_rows import generated_row, metric_values, scored_row
 from .session import Session
 
 log = logging.getLogger(__name__)
+
+
+#: lm-eval output types DARE records, and how a logged sample becomes a samples.jsonl row
+ROWS = {"generate_until": generated_row, "multiple_choice": scored_row, "loglikelihood": scored_row}
 
 
 def write_records(results: dict[str, Any], samples: dict[str, list[dict[str, Any]]], command: list[str]) -> list[Path]:
@@ -43,11 +51,10 @@ def write_records(results: dict[str, Any], samples: dict[str, list[dict[str, Any
     session = Session(model_settings(model_args, config.get("batch_size")), source="--model_args")
     written = []
     for task in results.get("results", {}):
-        if task not in samples:
-            continue
-        if results.get("configs", {}).get(task, {}).get("output_type") != "generate_until":
-            # run.json records a decoding and its decoder; a scoring estimator has no place in it yet
-            log.info("dare: no run record for %s (a likelihood-scored task; lm-eval's own output has it)", task)
+        kind = results.get("configs", {}).get(task, {}).get("output_type")
+        if task not in samples or kind not in ROWS:
+            if task in samples:
+                log.info("dare: no run record for %s (%s: perplexities are corpus aggregates)", task, kind)
             continue
         written.append(_write_task(session, task, results, samples[task], command))
     return written
@@ -57,17 +64,23 @@ def _write_task(session: Session, task: str, results: dict[str, Any], rows: list
                 command: list[str]) -> Path:
     created = datetime.now(timezone.utc)
     task_config = results.get("configs", {}).get(task, {})
-    run = session.decoding(task_settings(dict(task_config.get("generation_kwargs") or {})))
+    to_row = ROWS[task_config["output_type"]]
+    scored = to_row is scored_row
+    # a scored task decodes nothing: its record holds the user's settings (the seed each request is drawn from)
+    run = session.decoding({} if scored else task_settings(dict(task_config.get("generation_kwargs") or {})))
     plan = EvalPlan(suite=cfg.SuiteSpec(name=task, benchmarks=[task]), decoding=run.config, engine=session.engine,
                     model_name=session.model_name, out_dir=session.out, cache_dir=session.out / ".cache",
                     flags=["lm-eval"], command=command, decoder=run.decoder, decoder_options=run.options,
                     decoding_fields=run.fields)
     run_dir = new_run_dir(session.out, task, session.model_name, run.config.config_hash(), created)
     info = _benchmark(task, results, task_config, rows)
+    if scored:
+        info = info.model_copy(update={"estimator": session.estimator().component(),
+                                       "fewshot": _fewshot(task, results, task_config)})
     metrics = _metrics(rows)
     record = build_record(plan, run_dir, "complete", created, {task: info}, session.engine.model_info(),
                           {task: metrics}, {task: {"scored": len({r["doc_id"] for r in rows})}}, {}, {})
-    write_run(run_dir, record, [_row(task, r) for r in rows])
+    write_run(run_dir, record, [to_row(task, r) for r in rows])
     return run_dir
 
 
@@ -77,7 +90,7 @@ def _benchmark(task: str, results: dict[str, Any], task_config: dict[str, Any], 
     n = results.get("n-samples", {}).get(task, {})
     dataset = task_config.get("dataset_kwargs", {}).get("data_files") or task_config.get("dataset_name") or ""
     doc_hashes = sorted({str(r.get("doc_hash", r["doc_id"])) for r in rows})
-    prompt = json.dumps(task_config.get("doc_to_text"), sort_keys=True, default=str)
+    prompt = json.dumps({k: task_config.get(k) for k in PROMPT_KEYS}, sort_keys=True, default=str)
     return BenchmarkInfo(
         name=task, version=str(results.get("versions", {}).get(task, "")),
         data_file=f"{task_config.get('dataset_path', '')}:{json.dumps(dataset, default=str)}",
@@ -87,30 +100,29 @@ def _benchmark(task: str, results: dict[str, Any], task_config: dict[str, Any], 
         verifier_args={"metric_list": task_config.get("metric_list", [])})
 
 
+#: what a task's prompt hash covers: everything lm-eval builds a request's context and continuation from
+PROMPT_KEYS = ("doc_to_text", "doc_to_choice", "description", "target_delimiter", "fewshot_delimiter")
+
+
+def _fewshot(task: str, results: dict[str, Any], task_config: dict[str, Any]) -> dict[str, Any]:
+    """A scored task's contexts, in the keys a dare-eval choice benchmark records them under."""
+    sampler = (task_config.get("fewshot_config") or {}).get("sampler")
+    return {"num_fewshot": int(results.get("n-shot", {}).get(task) or 0), "sampler": sampler,
+            "seed": results.get("config", {}).get("fewshot_seed"), "split": task_config.get("fewshot_split"),
+            "description": task_config.get("description", ""),
+            "target_delimiter": task_config.get("target_delimiter", " "),
+            "fewshot_delimiter": task_config.get("fewshot_delimiter", "\n\n")}
+
+
 def _metrics(rows: list[dict[str, Any]]) -> dict[str, MetricValue]:
     """Each lm-eval metric (``name`` under the ``none`` filter, else ``name,filter``) over its documents."""
     values: dict[str, list[float]] = {}
     for row in rows:
-        for metric in row.get("metrics", []):
-            if isinstance(row.get(metric), (int, float)):
+        for metric, value in metric_values(row).items():
+            if isinstance(value, (int, float)):
                 key = metric if row.get("filter", "none") == "none" else f"{metric},{row['filter']}"
-                values.setdefault(key, []).append(float(row[metric]))
+                values.setdefault(key, []).append(float(value))
     return {name: summarize(v) for name, v in values.items()}
-
-
-def _row(task: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A samples.jsonl row in the native runner's shape (``score``: the first metric's value)."""
-    scores = {m: row[m] for m in row.get("metrics", []) if m in row}
-    first = next(iter(scores.values()), 0.0)
-    context = row.get("arguments", {}).get("gen_args_0", {}).get("arg_0", "")
-    resps = row.get("resps") or [[""]]
-    filtered = row.get("filtered_resps") or [""]
-    return {"benchmark": task, "id": str(row["doc_id"]), "index": 0,
-            "messages": [{"role": "user", "content": context}], "reference": row.get("target"),
-            "completion": resps[0][0] if resps and resps[0] else "", "answer": filtered[0],
-            "passed": bool(first), "score": float(first) if isinstance(first, (int, float)) else 0.0,
-            "status": "scored", "details": {"filter": row.get("filter", "none"), **scores}, "nfe": None,
-            "nfe_official": None, "finish_reason": "stop"}
 
 
 def read_output(output_path: Path, since: float) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]] | None:

@@ -5,16 +5,20 @@ does not serve is refused in one line), encodes and plans every request before a
 stops the run before work), scores all their rows in shared forward batches and reduces each request's own.
 The length limit is the estimator's ``max_length`` capped at the model's (config.json
 ``max_sequence_length`` / ``max_position_embeddings``); context tokens beyond it are dropped on the left
-and counted in ``LikelihoodResult.truncated``.
+and counted in ``LikelihoodResult.truncated``. A chat request's context is rendered first, as the user turn of
+the model's chat template with its generation prompt (the text a decoder's prompt is built from), so the
+continuation is scored as the start of the assistant's answer.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import torch
 
+from dare.backends.models.tokenizer import render_prompt
 from dare.harness.errors import ConfigError, InputError
 from dare.harness.likelihood import EstimatorInfo, LikelihoodRequest, LikelihoodResult
 from dare.harness.options import parse_options
@@ -68,6 +72,14 @@ class LikelihoodMixin:
                              "the continuation with an empty context")
         return self._score(requests, spec)
 
+    def _rendered(self, request: LikelihoodRequest) -> LikelihoodRequest:
+        """``request`` with its context as the chat template renders it as a user turn."""
+        if not self._use_template():
+            raise ConfigError(f"model {self.ctx.model_name} has no chat template to put contexts in; drop "
+                              "choice.chat_template (its contexts are raw text)")
+        text = render_prompt(self.model.tokenizer, [{"role": "user", "content": request.context}], True)
+        return replace(request, context=text, chat=False)
+
     def _estimator(self, info: EstimatorInfo) -> ScoringEstimator:
         if isinstance(info.spec, ScoringEstimator):
             return info.spec
@@ -78,6 +90,8 @@ class LikelihoodMixin:
             return []
         model = self.model
         limit = min(filter(None, (estimator.max_length, model_length(model.config))))
+        if any(r.chat for r in requests):
+            requests = [self._rendered(r) if r.chat else r for r in requests]
         encoded = [estimator.encode(model.tokenizer, r, model.eos_id, limit) for r in requests]  # all, before work
         results = []
         for lo in range(0, len(requests), REQUESTS_PER_PASS):

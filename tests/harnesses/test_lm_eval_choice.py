@@ -1,6 +1,7 @@
-"""lm-eval's ``loglikelihood`` through the ``dare`` model: a local multiple-choice task over Sudoku puzzles on
-tiny-sdar, each choice's log-likelihood the engine's own estimate (block_elbo, exact mode: every masked subset of
-each block of 4, so no draw is involved) of the very strings lm-eval sent."""
+"""lm-eval's ``loglikelihood`` through the ``dare`` model: a local multiple-choice task over DARE's sudoku_choice
+rows on tiny-sdar, each choice's log-likelihood the engine's own estimate (block_elbo, exact mode: every masked
+subset of each block of 4, so no draw is involved and lm-eval's request seeds and dare-eval's cannot differ) of
+the very strings lm-eval sent; the run record it leaves is dare-eval's on the same data and estimator."""
 
 from __future__ import annotations
 
@@ -13,18 +14,21 @@ pytest.importorskip("lm_eval")
 import dare  # noqa: E402
 from dare.backends.harnesses import lm_eval_cli  # noqa: E402
 from dare.harness.likelihood import LikelihoodRequest  # noqa: E402
+from dare.leaderboards.build import build_site  # noqa: E402
 
+from .conftest import read_run  # noqa: E402
 from .sudoku_choice_task import TASK, write_task  # noqa: E402
 
 LIMIT = 6
+ESTIMATOR = {"likelihood.mode": "exact"}
 
 
 @pytest.fixture(scope="module")
-def lm_eval_samples(tmp_path_factory):
+def lm_eval_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("choice")
     write_task(root)
-    code = lm_eval_cli.main(["run", "--model", "dare", "--model_args",
-                             f"model=tiny-sdar,likelihood.mode=exact,out={root / 'runs'}", "--tasks", TASK,
+    args = ",".join(["model=tiny-sdar", f"out={root / 'runs'}", *(f"{k}={v}" for k, v in ESTIMATOR.items())])
+    code = lm_eval_cli.main(["run", "--model", "dare", "--model_args", args, "--tasks", TASK,
                              "--include_path", str(root), "--limit", str(LIMIT), "--output_path", str(root / "out")])
     assert code == 0
     [path] = list((root / "out").rglob(f"samples_{TASK}_*.jsonl"))
@@ -33,21 +37,53 @@ def lm_eval_samples(tmp_path_factory):
     return rows, json.loads(results.read_text(encoding="utf-8")), root
 
 
-def test_each_choice_scores_the_engine_s_own_estimate(lm_eval_samples, tmp_path):
-    rows, results, _ = lm_eval_samples
+@pytest.fixture(scope="module")
+def native_choice(tmp_path_factory):
+    """(record, rows) of ``dare-eval --model tiny-sdar --suite sudoku_choice --limit 6 --set likelihood.mode=exact``."""
+    plan = dare.plan(model="tiny-sdar", suite="sudoku_choice", limit=LIMIT,
+                     overrides=[f"{k}={v}" for k, v in ESTIMATOR.items()], out=tmp_path_factory.mktemp("native"))
+    dare.evaluate(plan)
+    return read_run(plan.run_dir)
+
+
+def test_each_choice_scores_the_engine_s_own_estimate(lm_eval_run, tmp_path):
+    rows, results, _ = lm_eval_run
     engine = dare.plan(model="tiny-sdar", suite="sudoku", limit=1, out=tmp_path).engine
     estimator = engine.likelihood_estimator("block_elbo", {"mode": "exact"})
     pairs = [(args["arg_0"], args["arg_1"]) for row in rows for args in row["arguments"].values()]
     want = engine.loglikelihood([LikelihoodRequest(str(i), c, x, 0) for i, (c, x) in enumerate(pairs)], estimator)
     got = [float(resp[0][0]) for row in rows for resp in row["resps"]]
-    assert len(got) == 2 * LIMIT and got == [r.logprob for r in want]
-    assert pairs[0] == ("Sudoku 3102200002100320 solved:", " 3142243142131324")  # context, then continuation
-    chosen = [max(range(2), key=lambda i, row=row: float(row["resps"][i][0][0])) for row in rows]
-    assert results["results"][TASK]["acc,none"] == sum(c == 0 for c in chosen) / LIMIT
+    assert len(got) == 4 * LIMIT and got == [r.logprob for r in want]
+    assert pairs[0][0].endswith("Solve the following Sudoku puzzle: 3102200002100320\n")  # the row's query
+    assert pairs[0][1] == " <answer>\n3142243142131323\n</answer>"  # a space, then the choice
+    chosen = [max(range(4), key=lambda i, row=row: float(row["resps"][i][0][0])) for row in rows]
+    assert results["results"][TASK]["acc,none"] == sum(c == int(r["target"]) for c, r in zip(chosen, rows)) / LIMIT
 
 
-def test_a_likelihood_task_leaves_no_decoding_record(lm_eval_samples):
-    assert not (lm_eval_samples[2] / "runs").exists()  # run.json records decodings, not scoring estimators
+def test_the_run_record_is_dare_eval_s_on_the_same_data_and_estimator(lm_eval_run, native_choice):
+    [run_dir] = list((lm_eval_run[2] / "runs").iterdir())
+    record, rows = read_run(run_dir)
+    native, native_rows = native_choice
+    info, native_info = record.benchmarks[TASK], native.benchmarks["sudoku_choice"]
+    assert info.estimator == native_info.estimator and info.estimator.options["mode"] == "exact"
+    assert info.fewshot["num_fewshot"] == 0 and info.verifier == "lm-eval" and "lm-eval" in record.flags
+    for metric in ("acc", "acc_norm"):
+        assert record.metrics[TASK][metric].value == native.metrics["sudoku_choice"][metric].value
+        assert record.metrics[TASK][metric].n == LIMIT
+    assert [r["logprobs"] for r in rows] == [r["logprobs"] for r in native_rows]
+    assert [r["continuations"] for r in rows] == [r["continuations"] for r in native_rows]
+    assert [r["answer"] for r in rows] == [r["answer"] for r in native_rows]
+    assert record.model.fingerprint == native.model.fingerprint
+
+
+def test_the_leaderboard_keys_its_column_by_the_estimator(lm_eval_run, tmp_path):
+    root = lm_eval_run[2]
+    report = build_site([root / "runs"], tmp_path / "site")
+    assert report.suites == {TASK: 1} and not report.skipped
+    board = json.loads((tmp_path / "site" / "leaderboard.json").read_text(encoding="utf-8"))
+    [column] = board["suites"][0]["columns"]
+    assert column["estimator"] == "block_elbo v1 block_length=None max_length=4096 mc_num=128 mode=exact"
+    assert column["id"] == f"{TASK}#{column['estimator']}"
 
 
 def _instances(kind, texts):

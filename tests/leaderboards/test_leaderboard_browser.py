@@ -3,8 +3,8 @@
 Waits use locators (``expect``), not ``wait_for_function``: the page's Content-Security-Policy forbids
 the eval that a string predicate needs, and the tests keep that policy on. Skips (with the reason) only where
 the Python ``playwright`` package or a Chromium binary is missing.
-Screenshots land in test-artifacts/leaderboard/; the README screenshot docs/leaderboard.png is
-(re)written when it is missing or when DARE_UPDATE_SCREENSHOT=1.
+Screenshots land in test-artifacts/leaderboard/ (the README's picture is of real records instead:
+benchmarks/leaderboard_picture.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ if not Path(CHROMIUM).is_file():
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "leaderboard"
-SCREENSHOT = REPO / "docs" / "leaderboard.png"
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -94,8 +93,6 @@ def test_board_loads_offline_with_deltas_against_the_flag_baseline(page, built):
             assert text.endswith(" *") == significant, (row["model"], bench, text, stats)
             marked += significant
     assert marked >= 3
-    if not SCREENSHOT.exists() or os.environ.get("DARE_UPDATE_SCREENSHOT") == "1":
-        page.screenshot(path=str(SCREENSHOT), full_page=True)
     page.click('nav#suites button[data-suite="planning"]')
     sync_api.expect(page.locator("#table tbody tr")).to_have_count(4)
     assert page.locator("#table thead th").all_inner_texts()[-3:] == [  # the fixture's runs record no version
