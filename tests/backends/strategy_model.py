@@ -8,14 +8,12 @@ differ from plain low-confidence decoding. The fixture scripts and the tests bui
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import torch
 
 from dare.backends.engines.torch import TorchEngine
 from dare.harness import config
 from dare.harness.engine import EngineContext
+from tests.cli_here import dare_eval
 
 NOISE = 1.5
 SEED = 0
@@ -46,7 +44,6 @@ def sudoku_prompt_ids(count: int) -> list[list[int]]:
 
 def assert_dry_run_refused(args: list[str], message: str) -> None:
     """``dare-eval ARGS --suite sudoku --dry-run`` exits 2 with one line holding ``message``, no traceback."""
-    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
+    done = dare_eval(*args, "--suite", "sudoku", "--dry-run")
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

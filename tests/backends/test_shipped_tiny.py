@@ -105,6 +105,7 @@ def test_trained_tiny_models_solve_sudoku(tmp_path, name):
     assert json.loads(run.read_text())["metrics"]["sudoku"]["accuracy"]["value"] >= 0.8
 
 
+@pytest.mark.extended
 def test_the_long_canvas_model_adds_six_digit_numbers_in_writing(tmp_path):
     """tiny-llada-long, its default decoding (160 tokens, 5 blocks of 32), on the first 8 long-addition test rows:
     the written work of 8 lines and the sum, 153-154 generated tokens per answer."""

@@ -24,8 +24,6 @@ Dream decode, ``cache_steps=1`` (a full pass every step) equals it.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +34,7 @@ from dare.backends.decoding.fastdllm import cache_strategy, cached_decoder
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import caches, decoders
+from tests.cli_here import dare_eval
 
 from .strategy_model import noisy_tiny_llada
 
@@ -207,8 +206,7 @@ def test_run_record_and_cache_key_carry_the_cache(tmp_path):
 
 
 def test_listed_by_dare_eval():
-    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--list"], capture_output=True, text=True,
-                          timeout=120)
+    done = dare_eval("--list")
     listed = "KV caches (fastdllm; cache=..., any masked-diffusion remasking): dkv, dual, prefix"
     assert done.returncode == 0 and listed in done.stdout
 
@@ -225,7 +223,6 @@ def test_listed_by_dare_eval():
     (["--model", "tiny-sdar", "--set", "cache=dkv"], "exact block cache"),
     (["--model", "tiny-llada", "--set", "remasking=klass", "--set", "cache=dkv"], "own forward")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
-    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--engine", "fastdllm", "--suite",
-                           "sudoku", "--dry-run"], capture_output=True, text=True, timeout=120)
+    done = dare_eval(*args, "--engine", "fastdllm", "--suite", "sudoku", "--dry-run")
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

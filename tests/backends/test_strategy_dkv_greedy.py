@@ -17,8 +17,6 @@ on two); at gen 32 on these prompts they move none. The test below checks which.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +25,7 @@ import torch
 from dare.backends.decoding.common import Canvas
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
+from tests.cli_here import dare_eval
 
 from .strategy_model import assert_dry_run_refused, noisy_tiny_llada
 from .test_strategy_dkv_cache import count_passes
@@ -109,7 +108,6 @@ def test_bad_combinations_are_one_line_rc_2(args, message):
 
 
 def test_listed_by_dare_eval():
-    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--list"], capture_output=True, text=True,
-                          timeout=120)
+    done = dare_eval("--list")
     listed = next(line for line in done.stdout.splitlines() if line.startswith("decoders ("))
     assert done.returncode == 0 and {"mdm:dkv_greedy", "dream:klass"} <= set(listed.split(": ", 1)[1].split(", "))

@@ -27,6 +27,7 @@ from dare.backends.decoding.fastdllm import cached_decoder
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
+from tests.cli_here import dare_eval
 
 from .strategy_model import noisy_tiny_llada
 
@@ -134,11 +135,12 @@ def _cli(*args, timeout=180):
     (["--model", "tiny-llada", "--engine", "fastdllm", "--set", "remasking=dpad", "--set", "cache=dkv"],
      "does not run over the column selection")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
-    done = _cli(*args, "--suite", "sudoku", "--dry-run")
+    done = dare_eval(*args, "--suite", "sudoku", "--dry-run")
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
+@pytest.mark.extended
 def test_recorded_and_keyed(tmp_path):
     base = ["--model", "tiny-llada", "--suite", "sudoku", "--limit", "1", "--set", "gen_length=32", "--set", "steps=32",
             "--set", "block_length=16", "--set", "remasking=dpad", "--cache-dir", str(tmp_path / "cache")]

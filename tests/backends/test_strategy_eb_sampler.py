@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from dare.backends.decoding.common import Canvas
 from dare.backends.decoding.eb_sampler import bounded_count
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
+from tests.cli_here import dare_eval
 
 from .strategy_model import noisy_tiny_llada
 
@@ -121,8 +120,7 @@ def test_options_reads_and_record_key(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
+    return dare_eval(*args, "--suite", "sudoku", "--dry-run")
 
 
 @pytest.mark.parametrize("args,message", [

@@ -21,6 +21,7 @@ from dare.backends.decoding.common import Canvas
 from dare.harness.errors import ConfigError
 from dare.harness.records import DecodingConfig
 from dare.harness.registry import decoders
+from tests.cli_here import dare_eval
 
 from .strategy_model import noisy_tiny_llada
 
@@ -109,11 +110,7 @@ def test_run_record_and_cache_key_carry_the_options(tmp_path):
     (["--model", "tiny-llada", "--set", "remasking=pc_sampler", "--set", "threshold=0.9"],
      "not read by decoder mdm:pc_sampler")])
 def test_bad_combinations_are_one_line_rc_2(args, message):
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-m", "dare.harness.cli", *args, "--suite", "sudoku", "--dry-run"],
-                          capture_output=True, text=True, timeout=120)
+    done = dare_eval(*args, "--suite", "sudoku", "--dry-run")
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 

@@ -133,6 +133,7 @@ def test_a_dllm_transformers_cannot_read_is_refused_in_one_line_naming_the_backe
     assert "'sdar' checkpoint" in text and "--backend torch" in text and "\n" not in text, text
 
 
+@pytest.mark.extended
 @pytest.mark.skipif(DARE_EVAL is None, reason="dare-eval console script is not installed")
 def test_dare_eval_runs_sudoku_with_the_transformers_backend(tiny_dir, tmp_path):
     cmd = [DARE_EVAL, "--model-path", str(tiny_dir), "--backend", "transformers", "--suite", "sudoku",

@@ -116,6 +116,7 @@ def test_sdar_stopped_row_counts_the_store_of_its_last_block(models):
     assert torch.equal(result.nfe_official, 1 + 5 * decoded)
 
 
+@pytest.mark.extended
 def test_the_record_shows_both_counts(tmp_path):
     """dare-eval on the shipped tiny-sdar: every samples.jsonl row carries nfe and nfe_official (one more:
     the store pass of the row's last block)."""

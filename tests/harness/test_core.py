@@ -142,6 +142,7 @@ def test_cache_survives_a_torn_line(tmp_path):
     assert {"a", "c"} <= set(k for k in ("a", "b", "c") if k in JsonlCache(path, Generation))
 
 
+@pytest.mark.extended
 def test_a_lone_surrogate_in_replayed_text_is_written_and_read_back(tmp_path):
     """json.loads turns "\\ud800" into a lone surrogate, which UTF-8 cannot encode: the caches, samples.jsonl
     and run.json must still be written (escaped), read back to the same text, and a rerun must reuse them."""

@@ -89,6 +89,7 @@ def _file_size_limit(limit: int):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
 
+@pytest.mark.extended
 def test_dare_eval_over_the_file_size_limit_exits_74_and_the_rerun_resumes(tmp_path, plugin, undisturbed):
     out = tmp_path / "runs"
     proc = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--no-progress", *_args(out)],

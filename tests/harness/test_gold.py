@@ -13,7 +13,10 @@ from dare.harness.verifiers import verifiers
 
 from .helpers import dare_eval, run_record, write_completions
 
-BENCHMARKS = ["sudoku", "countdown", "aime2024", "aime2025", "gsm8k", "math500", "olympiadbench", "amc23"]
+#: the long math sets (hundreds of gold answers through math-verify each) run under -m extended
+LONG = {"aime2024", "aime2025", "gsm8k", "math500", "olympiadbench"}
+BENCHMARKS = [pytest.param(b, marks=pytest.mark.extended if b in LONG else ())
+              for b in ["sudoku", "countdown", "aime2024", "aime2025", "gsm8k", "math500", "olympiadbench", "amc23"]]
 
 
 def rotated(rows: list[tuple[str, str]]) -> list[tuple[str, str]]:

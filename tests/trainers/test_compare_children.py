@@ -9,7 +9,11 @@ import sys
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from dare.trainers.experiments.compare import last_error
+
+pytestmark = pytest.mark.extended  # real parent and child processes, seconds each: run with -m extended
 
 CHILD = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
 PARENT = ("import sys; from pathlib import Path; from dare.trainers.experiments.compare import run_child; "

@@ -25,6 +25,7 @@ def test_listed(capsys):
     assert "d_treerpo (rollout, bidirectional models)" in out and "tree_transition" in out and "tree_sibling" in out
 
 
+@pytest.mark.extended
 def test_one_step_on_tiny_llada_records_its_tree(tmp_path):
     args = ["--algo", "d_treerpo", "--model", "tiny-llada", "--suite", "sudoku", "--out", str(tmp_path), *SMALL,
             "--eval-limit", "2"]

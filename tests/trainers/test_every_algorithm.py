@@ -20,8 +20,13 @@ SMALL = ["--steps", "2", "--eval-limit", "2", "--set", "prompts_per_step=1", "--
 FAMILY = {"tiny-llada": "bidirectional", "tiny-sdar": "block_causal"}
 
 
-def _names() -> list[str]:
-    return sorted({algorithms.get(n).name for n in algorithms.names()})
+#: run by default (a masked-only, a block-capable and a preference algorithm); the others under -m extended
+QUICK = {"d1", "coupled_grpo", "dpo"}
+
+
+def _names() -> list:
+    return [pytest.param(n, marks=() if n in QUICK else pytest.mark.extended)
+            for n in sorted({algorithms.get(n).name for n in algorithms.names()})]
 
 
 @pytest.mark.parametrize("model", sorted(FAMILY))

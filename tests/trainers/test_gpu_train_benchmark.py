@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from gpu_train import checkpoint, main, rl_algorithms  # noqa: E402
@@ -28,6 +30,7 @@ def test_8b_config_keeps_the_tokenizer_and_takes_the_shape(tmp_path):
     assert (sdar["hidden_size"], sdar["num_hidden_layers"], sdar["num_key_value_heads"]) == (4096, 36, 8)
 
 
+@pytest.mark.extended
 def test_one_step_of_a_masked_and_a_block_algorithm_on_the_cpu():
     out = main(["--shape", "tiny", "--algorithms", "wd1,dipo", "--prompts", "1", "--group", "2", "--gen", "8",
                 "--device", "cpu"])

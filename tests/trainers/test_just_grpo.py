@@ -81,6 +81,7 @@ def test_rollout_settings_the_likelihood_cannot_score_are_refused(tiny, tmp_path
     assert "needs a bidirectional model" in capsys.readouterr().err
 
 
+@pytest.mark.extended
 def test_just_grpo_trains_two_steps_end_to_end(tiny, tmp_path, digits_suite):  # noqa: F811
     args = ["--algo", "just_grpo", "--model-path", str(tiny["llada"]), "--suite", digits_suite,
             "--out", str(tmp_path), *FAST, "--set", "algo.temperature=1.0", "--set", "rollout.temperature=1.0"]

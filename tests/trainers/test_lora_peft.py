@@ -19,6 +19,8 @@ from dare.trainers.training.trainer import LocalTrainer, Timer, accumulate_gradi
 
 from .test_train_cli import FAST, digits_suite  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.extended  # training runs of 10-20 s on 2 cores: run with -m extended
+
 peft = pytest.importorskip("peft")
 
 SHIPPED = {"llada": "tiny-llada", "sdar": "tiny-sdar"}

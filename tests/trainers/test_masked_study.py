@@ -31,6 +31,7 @@ def test_centred_subtracts_each_groups_own_mean():
     assert centred(rewards, 3).tolist() == pytest.approx([2 / 3, -1 / 3, -1 / 3, -0.1, -0.1, 0.2])
 
 
+@pytest.mark.extended
 def test_a_training_run_records_the_group_shares_per_step(tmp_path):
     from dare.trainers.training.trainer import LocalTrainer
 
@@ -47,6 +48,7 @@ def test_a_training_run_records_the_group_shares_per_step(tmp_path):
     assert "zero_variance_groups" in raw
 
 
+@pytest.mark.extended
 def test_held_out_probe_replays_other_prompts_around_the_step(tmp_path):
     """The held-out rows are decoded from the next steps' prompts, scored, and replayed before and after."""
     config = settings("d1", "tiny-llada", prompts=2, group=4)

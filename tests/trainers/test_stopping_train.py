@@ -86,6 +86,7 @@ def stop_trial(tiny, tmp_path: Path, undisturbed: Path, seed: int, signals: list
     return stop.exit_s
 
 
+@pytest.mark.extended
 def test_sigterm_checkpoints_the_step_in_flight_and_the_rerun_matches(tiny, tmp_path, undisturbed):
     stop_trial(tiny, tmp_path, undisturbed, 0, [signal.SIGTERM])
 

@@ -36,14 +36,19 @@ LIGHTER = {"bgpo": ({"estimator_args": {"samples": 4}}, "4samples"),
 EVERY_CASE = {"unigrpo": {"pass_rate_band": None}}
 
 
+#: probed in the default run (a masked and a block model); every other case runs under -m extended
+QUICK = {("d1", "tiny-llada"), ("coupled_grpo", "tiny-sdar")}
+
+
 def _cases() -> list:
     cases = []
     for algo, model in CASES:
-        slow = [pytest.mark.slow] if (algo, model) in SLOW else []
+        quick = [] if (algo, model) in QUICK else [pytest.mark.extended]
+        slow = [pytest.mark.slow] if (algo, model) in SLOW else quick
         base = EVERY_CASE.get(algo, {})
         if algo in LIGHTER:
             overrides, label = LIGHTER[algo]
-            cases.append(pytest.param(algo, model, {**base, **overrides}, id=f"{algo}-{model}-{label}"))
+            cases.append(pytest.param(algo, model, {**base, **overrides}, id=f"{algo}-{model}-{label}", marks=quick))
             slow = [pytest.mark.slow]
         cases.append(pytest.param(algo, model, base or None, id=f"{algo}-{model}", marks=slow))
     return cases
