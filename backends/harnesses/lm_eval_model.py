@@ -7,8 +7,8 @@
 ``generation_kwargs`` are the task's settings: ``max_gen_toks`` is the canvas (``gen_length``), ``temperature``
 (``do_sample: false`` meaning 0), ``top_p`` and ``top_k`` the fields of the same name, under the user's own
 settings; ``until`` cuts the decoded text at the first stop sequence. The context is the user turn of a chat
-(DARE applies the model's chat template, as dare-eval does), and each document decodes with the seed of its
-``task/doc_id``. lm-eval's ``--device`` (default ``cuda:0`` on any machine) is not read: ``device=`` in
+(DARE applies the model's chat template, as dare-eval does), and each document decodes with the seed dare-eval
+gives the same row (its ``id`` field; ``task/doc_id`` for a document without one). lm-eval's ``--device`` (default ``cuda:0`` on any machine) is not read: ``device=`` in
 ``--model_args`` is; its ``--batch_size`` is DARE's execution-only ``batch_size`` unless the model args set one.
 ``loglikelihood`` and ``loglikelihood_rolling`` requests are scored by the engine's estimator (the model family's
 unless ``likelihood=NAME``; options as ``likelihood.OPTION``), on the raw context, no chat template.
@@ -59,8 +59,13 @@ def model_settings(model_args: dict[str, Any], batch_size: Any = None) -> dict[s
     return settings
 
 
-def _request_id(request) -> str:
-    return f"{request.task_name}/{request.doc_id}/{request.idx}"
+def _sample(request) -> tuple[str, int]:
+    """(sample id, index) a request is seeded by: the document's own ``id`` where it has one (DARE's data rows
+    do: then lm-eval and dare-eval draw the same Monte-Carlo samples for a question), else ``task/doc_id``;
+    the index is lm-eval's request index (the choice)."""
+    doc = request.doc if isinstance(request.doc, dict) else {}
+    sample_id = doc.get("id")
+    return (str(sample_id) if sample_id is not None else f"{request.task_name}/{request.doc_id}"), request.idx
 
 
 @register_model("dare")
@@ -81,22 +86,22 @@ class DareLM(LM):
         texts: list[str | None] = [None] * len(requests)
         for members in groups.values():
             run = self.session.decoding(settings[members[0]])
-            prompts = [(f"{requests[i].task_name}/{requests[i].doc_id}",
-                        [Message(role="user", content=requests[i].args[0])]) for i in members]
+            prompts = [(_sample(requests[i])[0], [Message(role="user", content=requests[i].args[0])])
+                       for i in members]
             for i, generation in zip(members, self.session.generate(prompts, run)):
                 texts[i] = cut_at(generation.text, stops(dict(requests[i].args[1] or {})))
                 self.cache_hook.add_partial("generate_until", requests[i].args, texts[i])
         return [t or "" for t in texts]
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        """``(log p(continuation | context), is_greedy)`` per request, by the session's scoring estimator; each
-        request's seed is that of ``task/doc_id/choice``."""
-        results = self.session.score([(_request_id(r), r.args[0], r.args[1]) for r in requests])
+        """``(log p(continuation | context), is_greedy)`` per request, by the session's scoring estimator, each
+        seeded as dare-eval seeds the same question's choice (:func:`_sample`)."""
+        results = self.session.score([(*_sample(r), r.args[0], r.args[1]) for r in requests])
         return [(r.logprob, r.is_greedy) for r in results]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """The whole text's log-likelihood where the estimator has one (else a one-line refusal)."""
-        results = self.session.score([(_request_id(r), "", r.args[0]) for r in requests], rolling=True)
+        results = self.session.score([(*_sample(r), "", r.args[0]) for r in requests], rolling=True)
         return [r.logprob for r in results]
 
     def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:

@@ -84,12 +84,14 @@ class Session:
                 raise ConfigError(exc.problems, source=self.source) from None
         return self._estimator
 
-    def score(self, pairs: Sequence[tuple[str, str, str]], rolling: bool = False) -> list[LikelihoodResult]:
-        """``log p(continuation | context)`` of each ``(request_id, context, continuation)``, each with the seed
-        ``request_seed(seed, request_id, 0)``; ``rolling``: the whole text's (the context empty)."""
+    def score(self, items: Sequence[tuple[str, int, str, str]], rolling: bool = False) -> list[LikelihoodResult]:
+        """``log p(continuation | context)`` of each ``(sample_id, index, context, continuation)``, each with the
+        seed ``request_seed(seed, sample_id, index)``, dare-eval's for choice ``index`` of question ``sample_id``
+        (so the same question scores the same whichever harness sends it); ``rolling``: the whole text's (the
+        context empty)."""
         seed = self.decoding({}).config.seed
-        requests = [LikelihoodRequest(rid, context, continuation, request_seed(seed, rid, 0))
-                    for rid, context, continuation in pairs]
+        requests = [LikelihoodRequest(f"{sid}/{index}", context, continuation, request_seed(seed, sid, index))
+                    for sid, index, context, continuation in items]
         score = self.engine.loglikelihood_rolling if rolling else self.engine.loglikelihood
         return score(requests, self.estimator())
 

@@ -86,6 +86,23 @@ def test_the_leaderboard_keys_its_column_by_the_estimator(lm_eval_run, tmp_path)
     assert column["id"] == f"{TASK}#{column['estimator']}"
 
 
+def test_a_monte_carlo_estimate_draws_what_dare_eval_draws_for_the_same_question(tmp_path):
+    """tiny-llada's llada_mc (4 masked copies): each request is seeded by its row's id and choice, as dare-eval
+    seeds it, so the two harnesses' estimates of a question agree to the bit (task/doc seeds would not)."""
+    write_task(tmp_path)
+    mc = {"likelihood.mc_num": 4, "likelihood.batch": 4}
+    args = ",".join(["model=tiny-llada", f"out={tmp_path / 'runs'}", *(f"{k}={v}" for k, v in mc.items())])
+    assert lm_eval_cli.main(["run", "--model", "dare", "--model_args", args, "--tasks", TASK, "--include_path",
+                             str(tmp_path), "--limit", "2", "--output_path", str(tmp_path / "out")]) == 0
+    [run_dir] = list((tmp_path / "runs").iterdir())
+    plan = dare.plan(model="tiny-llada", suite="sudoku_choice", limit=2, out=tmp_path / "native",
+                     overrides=[f"{k}={v}" for k, v in mc.items()])
+    dare.evaluate(plan)
+    ours, native = read_run(run_dir)[1], read_run(plan.run_dir)[1]
+    assert [r["logprobs"] for r in ours] == [r["logprobs"] for r in native]
+    assert len({lp for r in ours for lp in r["logprobs"]}) == 8  # real estimates, none repeated
+
+
 def _instances(kind, texts):
     from lm_eval.api.instance import Instance
 
