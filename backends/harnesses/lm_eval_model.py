@@ -8,8 +8,9 @@
 (``do_sample: false`` meaning 0), ``top_p`` and ``top_k`` the fields of the same name, under the user's own
 settings; ``until`` cuts the decoded text at the first stop sequence. The context is the user turn of a chat
 (DARE applies the model's chat template, as dare-eval does), and each document decodes with the seed dare-eval
-gives the same row (its ``id`` field; ``task/doc_id`` for a document without one). lm-eval's ``--device`` (default ``cuda:0`` on any machine) is not read: ``device=`` in
-``--model_args`` is; its ``--batch_size`` is DARE's execution-only ``batch_size`` unless the model args set one.
+gives the same row (its ``id`` field; ``task/doc_id`` for a document without one). lm-eval's ``--device``
+(default ``cuda:0`` on any machine) is not read: ``device=`` in ``--model_args`` is; its ``--batch_size`` is
+DARE's execution-only ``batch_size`` unless the model args set one.
 ``loglikelihood`` and ``loglikelihood_rolling`` requests are scored by the engine's estimator (the model family's
 unless ``likelihood=NAME``; options as ``likelihood.OPTION``), on the raw context, no chat template.
 """
