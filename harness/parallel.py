@@ -78,7 +78,10 @@ class _EngineReplica:
             pass
         self.engine = engines.get(engine_name)(ctx)
 
-    def pid(self) -> int:
+    def ready(self, *warm_up: Any) -> int:
+        """The pid, once ``warm_up`` (a method and its arguments: the run's ``prepare``) has run, if any."""
+        if warm_up:
+            self.call(*warm_up)
         return os.getpid()
 
     def call(self, method: str, *args: Any) -> Any:
@@ -153,7 +156,10 @@ class ParallelEngine(EngineBase):
         return self._remembered("token_identity") if self._declares else {}
 
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
-        self._ask("prepare", requests, decoding)
+        """Every live replica checks the requests at once, so each loads its model now rather than in its
+        first shard, where the whole batch would wait for the slowest."""
+        self._pool.run([("prepare", (requests, decoding))] * self._pool.live())
+        self._pool.warm_up = ("prepare", requests, decoding)  # a replacement does the same before it takes work
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
         """Shard ``requests`` contiguously over the live workers and return their generations in order."""

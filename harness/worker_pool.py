@@ -48,13 +48,14 @@ class _Slot:
     index: int
     actor: Any
     started: Any
-    """The ``pid()`` call's ObjectRef: it resolves when the actor is up."""
+    """The ``ready()`` call's ObjectRef: it resolves to the pid when the actor is up and warmed up."""
     pid: int | None = None
 
 
 class WorkerPool:
-    """``size`` actors made by ``new_actor()`` (each with ``pid()`` and ``call(method, *args)``); the
-    constructor returns once all have started."""
+    """``size`` actors made by ``new_actor()``, each with ``ready(*warm_up)`` (returns its pid once it has run
+    ``warm_up``, a method and its arguments, if given) and ``call(method, *args)``; the constructor returns
+    once all have started. A replacement runs :attr:`warm_up` before it takes a job."""
 
     def __init__(self, new_actor: Callable[[], Any], size: int, restart_budget: int, what: str = "evaluation worker"):
         import ray
@@ -62,6 +63,7 @@ class WorkerPool:
         self._ray, self._new_actor = ray, new_actor
         self.size, self.restart_budget, self.what = size, restart_budget, what
         self.restarts = 0
+        self.warm_up: tuple = ()
         self._deaths = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError)
         self._slots = [self._start(i) for i in range(size)]
@@ -108,7 +110,7 @@ class WorkerPool:
 
     def _start(self, index: int) -> _Slot:
         actor = self._new_actor()
-        return _Slot(index, actor, actor.pid.remote())
+        return _Slot(index, actor, actor.ready.remote(*self.warm_up))
 
     def _next(self, running: list) -> tuple[Any, _Slot | None]:
         """The next finished job's ref, or ``(None, slot)`` for a replica that has just started."""
