@@ -67,8 +67,12 @@ class WorkerPool:
         self._deaths = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError)
         self._slots = [self._start(i) for i in range(size)]
-        while any(s.pid is None for s in self._slots):
-            self._next([])
+        try:
+            while any(s.pid is None for s in self._slots):
+                self._next([])
+        except BaseException:  # no pool to close later: the actors that did start must not hold their CPUs
+            self.close()
+            raise
 
     def pids(self) -> list[int]:
         """The pids of the replicas that are up, in slot order."""
