@@ -19,6 +19,7 @@ from . import config as cfg
 from . import stopping
 from .cliutil import Parser, add_grace_argument, add_set_argument, emit, progress_bars, run_cli
 from .dryrun import describe, rule_lines
+from .parallel import DEFAULT_WORKER_RESTARTS
 from .plan import EvalRequest, evaluate, plan
 from .registry import caches, decoders, engines, load_plugins, metrics
 from .resolve import layered
@@ -49,6 +50,9 @@ def build_parser() -> Parser:
     p.add_argument("--workers", type=int, default=1,
                    help="data-parallel engine replicas as Ray actors (one per GPU, or per CPU core); "
                    "needs the rl extra")
+    p.add_argument("--worker-restarts", type=int, default=DEFAULT_WORKER_RESTARTS,
+                   help="with --workers: dead workers replaced per run, their unfinished work run again with the same "
+                   f"seeds, before the run stops (exit 1, finished batches cached; default {DEFAULT_WORKER_RESTARTS})")
     p.add_argument("--device", help="torch device for model engines (default: cuda if available, else cpu)")
     p.add_argument("--unsafe-local-exec", action="store_true",
                    help="let code verification run without OS isolation when none is available (recorded in run.json)")
@@ -130,6 +134,7 @@ def make_request(args: argparse.Namespace, argv: list[str]) -> EvalRequest:
     return EvalRequest(model=args.model, suite=args.suite, engine=args.backend, overrides=args.overrides,
                        model_path=args.model_path, completions=args.completions, limit=args.limit, seed=args.seed,
                        device=args.device, out=args.out, cache_dir=args.cache_dir, workers=args.workers,
+                       worker_restarts=args.worker_restarts,
                        unsafe_local_exec=args.unsafe_local_exec, command=[PROG, *argv],
                        progress=progress_bars(not args.no_progress and not args.dry_run), dry_run=args.dry_run)
 

@@ -1,12 +1,17 @@
 """Data-parallel evaluation: ``dare-eval --workers N`` runs N engine replicas as Ray actors.
 
 :class:`ParallelEngine` is an ordinary :class:`~dare.harness.engine.Engine`, so the runner, the cache
-and the run record are untouched: each batch the runner hands over is cut into N contiguous shards,
-each worker decodes its shard with its own replica (built from the same :class:`EngineContext`
+and the run record are untouched: each batch the runner hands over is cut into one contiguous shard per
+live worker, each worker decodes its shard with its own replica (built from the same :class:`EngineContext`
 through ``registry.engines``, so this module never imports a backend), and the parent returns the
 generations in request order. Requests carry their own seeds and engines are batch-invariant by
-contract, so N workers produce the same samples as one. The runner appends every finished batch to
-the cache; a worker that dies raises :class:`WorkerDiedError` (one line) and a rerun resumes there.
+contract, so N workers produce the same samples as one.
+
+A worker that dies is replaced (:class:`~dare.harness.worker_pool.WorkerPool`): its shard runs again on the
+next free replica, which gives the same generations, and the runner caches the batch once, as ever. Up to
+``--worker-restarts`` replacements per run (default :data:`DEFAULT_WORKER_RESTARTS`, recorded with the count
+used under run.json's ``execution``; neither is in the config hash or a cache key); one more death raises
+:class:`WorkerDiedError` (one line, exit 1), and a rerun resumes from the batches already cached.
 
 Placement: one CPU per worker on a CPU machine, one GPU per worker when the device is CUDA.
 Ray is imported lazily; without it ``--workers N > 1`` fails with an install hint.
@@ -21,19 +26,19 @@ from dataclasses import replace
 from typing import Any
 
 from .engine import EngineBase, EngineContext, GenerationRequest
-from .errors import DareError, InputError
+from .errors import InputError
 from .options import DecoderInfo, capabilities
-from .records import DecodingConfig, Generation, ModelInfo
+from .records import DecodingConfig, Execution, Generation, ModelInfo
 from .registry import engines
+from .worker_pool import WorkerDiedError, WorkerPool
+
+__all__ = ["DEFAULT_WORKER_RESTARTS", "ParallelEngine", "WorkerDiedError", "check_worker_restarts", "check_workers"]
 
 log = logging.getLogger(__name__)
 
-
-class WorkerDiedError(DareError):
-    """An evaluation worker process died (killed, out of memory, crashed) during generation."""
-
-    exit_code = 1
-
+DEFAULT_WORKER_RESTARTS = 3
+"""Dead workers a run replaces before it stops: enough for a preempted node or two, few enough that a
+request that kills every replica it lands on (out of memory on one long prompt) stops the run quickly."""
 
 NEEDS_RAY = "--workers N > 1 needs Ray; install the rl extra (pip install 'dare-dllm[rl]') or run with --workers 1"
 
@@ -45,6 +50,12 @@ def check_workers(workers: int) -> None:
         raise InputError(f"--workers must be at least 1, got {workers}")
     if workers > 1 and importlib.util.find_spec("ray") is None:
         raise InputError(NEEDS_RAY)
+
+
+def check_worker_restarts(restarts: Any) -> None:
+    """``--worker-restarts``: a whole number of at least 0 (0: the first death stops the run)."""
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+        raise InputError(f"--worker-restarts must be a whole number of at least 0, got {restarts!r}")
 
 
 def _ray():
@@ -67,22 +78,24 @@ class _EngineReplica:
             pass
         self.engine = engines.get(engine_name)(ctx)
 
-    def pid(self) -> int:
+    def ready(self, *warm_up: Any) -> int:
+        """The pid, once ``warm_up`` (a method and its arguments: the run's ``prepare``) has run, if any."""
+        if warm_up:
+            self.call(*warm_up)
         return os.getpid()
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.engine, method)(*args)
 
-    def has(self, method: str) -> bool:
-        return hasattr(self.engine, method)
-
 
 class ParallelEngine(EngineBase):
     """N replicas of engine ``engine_name`` behind the Engine protocol (name, version, options, capabilities
-    and decoder declarations of the replica)."""
+    and decoder declarations of the replica); up to ``restart_budget`` dead replicas are replaced."""
 
-    def __init__(self, engine_name: str, ctx: EngineContext, workers: int):
+    def __init__(self, engine_name: str, ctx: EngineContext, workers: int,
+                 restart_budget: int = DEFAULT_WORKER_RESTARTS):
         check_workers(workers)
+        check_worker_restarts(restart_budget)
         ray = _ray()
         engine_cls = engines.get(engine_name)
         super().__init__(ctx)
@@ -94,6 +107,7 @@ class ParallelEngine(EngineBase):
         if self._declares:
             self.Options = engine_cls.Options
         self.workers = workers
+        self._answers: dict[str, Any] = {}
         use_gpu = _wants_gpu(ctx)
         if not ray.is_initialized():
             # A local cluster sized for the workers; RAY_ADDRESS (set by `ray start` users) attaches instead.
@@ -101,52 +115,57 @@ class ParallelEngine(EngineBase):
                                       else {"num_cpus": max(workers, os.cpu_count() or 1)})
             ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
         threads = 1 if use_gpu else max(1, (os.cpu_count() or 1) // workers)
+        # Ray's own restarts (max_restarts) are off: the pool replaces a dead replica itself, so it can count
+        # the restarts against one budget for the run and hand the lost shard to whichever replica is free.
         replica = ray.remote(_EngineReplica).options(num_cpus=1, num_gpus=1 if use_gpu else 0, max_restarts=0)
-        self._actors = [replica.remote(engine_name, ctx, threads) for _ in range(workers)]
-        self._pids = self._get([a.pid.remote() for a in self._actors])
-        log.info("started %d %s workers (pids %s)", workers, engine_name, self._pids)
+        self._pool = WorkerPool(lambda: replica.remote(engine_name, ctx, threads), workers, restart_budget)
+        log.info("started %d %s workers (pids %s)", workers, engine_name, self._pool.pids())
 
     def worker_pids(self) -> list[int]:
-        return list(self._pids)
+        """The pids of the workers that are up (a replacement still starting is not listed)."""
+        return self._pool.pids()
 
-    def _get(self, refs: list) -> list:
-        ray = _ray()
-        try:
-            return ray.get(refs)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
-            dead = (next((i for i, a in enumerate(self._actors) if _is_dead(ray, a)), None)
-                    if hasattr(self, "_actors") else None)
-            who = f"evaluation worker {dead} of {self.workers}" if dead is not None else "an evaluation worker"
-            raise WorkerDiedError(f"{who} died during generation ({type(exc).__name__}); finished batches are "
-                                  "cached, rerun the same command to resume") from None
-        except ray.exceptions.RayTaskError as exc:
-            cause = getattr(exc, "cause", None)  # the engine's own exception, e.g. a one-line DareError
-            if isinstance(cause, DareError):
-                raise cause from None
-            raise
+    def execution(self) -> Execution:
+        """What run.json records of how the run was executed (outside the config hash and the cache keys)."""
+        return Execution(workers=self.workers, worker_restart_budget=self._pool.restart_budget,
+                         worker_restarts=self._pool.restarts)
+
+    def close(self) -> None:
+        """End the workers (the run is over: their CPUs or GPUs are free for the next one at once)."""
+        self._pool.close()
+
+    def _ask(self, method: str, *args: Any) -> Any:
+        return self._pool.run([(method, args)])[0]
+
+    def _remembered(self, method: str) -> Any:
+        # the same answer from every replica; kept, so writing the record never needs a live worker
+        if method not in self._answers:
+            self._answers[method] = self._ask(method)
+        return self._answers[method]
 
     def model_info(self) -> ModelInfo:
-        return self._get([self._actors[0].call.remote("model_info")])[0]
+        return self._remembered("model_info")
 
     def decoding_defaults(self) -> dict:
-        if not self.capabilities.decoding_defaults:
-            return {}
-        return self._get([self._actors[0].call.remote("decoding_defaults")])[0]
+        return self._remembered("decoding_defaults") if self.capabilities.decoding_defaults else {}
 
     def decoder(self, decoding: DecodingConfig) -> DecoderInfo | None:
-        return self._get([self._actors[0].call.remote("decoder", decoding)])[0] if self._declares else None
+        return self._ask("decoder", decoding) if self._declares else None
 
     def token_identity(self) -> dict:
-        return self._get([self._actors[0].call.remote("token_identity")])[0] if self._declares else {}
+        return self._remembered("token_identity") if self._declares else {}
 
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
-        self._get([self._actors[0].call.remote("prepare", requests, decoding)])
+        """Every live replica checks the requests at once, so each loads its model now rather than in its
+        first shard, where the whole batch would wait for the slowest."""
+        self._pool.run([("prepare", (requests, decoding))] * max(1, self._pool.live()))
+        self._pool.warm_up = ("prepare", requests, decoding)  # a replacement does the same before it takes work
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
-        """Shard ``requests`` contiguously over the workers and return their generations in order."""
-        shards = _contiguous_shards(requests, self.workers)
-        refs = [a.call.remote("generate", shard, decoding) for a, shard in zip(self._actors, shards) if shard]
-        return [g for part in self._get(refs) for g in part]
+        """Shard ``requests`` contiguously over the live workers and return their generations in order."""
+        shards = [s for s in _contiguous_shards(requests, max(1, self._pool.live())) if s]
+        parts = self._pool.run([("generate", (shard, decoding)) for shard in shards])
+        return [g for part in parts for g in part]
 
 
 def _contiguous_shards(items: list, n: int) -> list[list]:
@@ -169,10 +188,3 @@ def _wants_gpu(ctx: EngineContext) -> bool:
         return False
     return torch.cuda.is_available()
 
-
-def _is_dead(ray, actor) -> bool:
-    try:
-        ray.get(actor.pid.remote(), timeout=5)
-        return False
-    except Exception:
-        return True

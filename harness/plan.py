@@ -31,7 +31,7 @@ from .engine import EngineBase, EngineContext
 from .errors import ConfigError, InputError
 from .models import ResolvedModel, resolve
 from .options import capabilities, parse_options
-from .parallel import check_workers
+from .parallel import DEFAULT_WORKER_RESTARTS, ParallelEngine, check_worker_restarts, check_workers
 from .records import DecodingConfig, RunRecord, TrainingLink
 from .registry import did_you_mean, engines
 from .resolve import resolve_decoding
@@ -103,6 +103,8 @@ class EvalRequest:
     """Generation and verdict caches (None: ``<out>/.cache``)."""
     workers: int = 1
     """Engine replicas; more than one run as Ray actors, started by :func:`evaluate`."""
+    worker_restarts: int = DEFAULT_WORKER_RESTARTS
+    """Dead replicas replaced (their unfinished work run again) before the run stops; execution only."""
     unsafe_local_exec: bool = False
     """Let code verifiers run candidates without isolation (recorded as a flag)."""
     decoding: dict[str, Any] | DecodingConfig | None = None
@@ -157,6 +159,7 @@ def _resolve(r: EvalRequest) -> EvalPlan:
         raise InputError(f"--limit must be at least 1, got {r.limit}")
     if r.workers != 1:
         check_workers(r.workers)  # Ray's presence; it starts in evaluate()
+    check_worker_restarts(r.worker_restarts)
     suite_spec = cfg.suite(r.suite)
     check_device(r.device)
     if r.model_path and not Path(r.model_path).expanduser().is_dir():
@@ -202,7 +205,8 @@ def _resolve(r: EvalRequest) -> EvalPlan:
         suite=suite_spec, decoding=run.config, engine=built, model_name=resolved.name, out_dir=out,
         cache_dir=cache_dir, limit=r.limit, verifier_options=verifier_opts,
         flags=flags, command=list(r.command), progress=r.progress, decoder=run.decoder, decoder_options=run.options,
-        decoding_fields=run.fields, training=r.training, workers=r.workers, engine_name=r.engine, engine_context=ctx,
+        decoding_fields=run.fields, training=r.training, workers=r.workers,
+        worker_restarts=r.worker_restarts, engine_name=r.engine, engine_context=ctx,
         choices=choices,
     )
 
@@ -211,12 +215,13 @@ def evaluate(plan: EvalPlan) -> RunRecord:
     """Run ``plan`` (generations cache-first, verdicts, metrics) and return its record; ``plan.run_dir``
     names the run directory. With ``plan.workers`` > 1 the engine replicas start here (Ray actors)."""
     running = plan
-    if plan.workers != 1:
-        from .parallel import ParallelEngine  # Ray only when asked for
-
-        running = replace(plan, engine=ParallelEngine(plan.engine_name, plan.engine_context, plan.workers))
+    if plan.workers != 1:  # Ray is imported only here, when the workers start
+        running = replace(plan, engine=ParallelEngine(plan.engine_name, plan.engine_context, plan.workers,
+                                                      plan.worker_restarts))
     try:
         run_dir = run_eval(running)
     finally:
         plan.run_dir = running.run_dir  # also when interrupted: the caller names the partial run
+        if running is not plan:
+            running.engine.close()
     return RunRecord.model_validate_json((run_dir / "run.json").read_text(encoding="utf-8"))

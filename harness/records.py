@@ -36,6 +36,7 @@ from .run_facts import (  # noqa: F401
     CurvePoint,
     Environment,
     EstimatorLink,
+    Execution,
     RolloutLink,
     Timing,
     TrainingLink,
@@ -275,6 +276,16 @@ class RunRecord(Record):
     environment: Environment = Field(default_factory=Environment, description="software and machine the run ran on")
     command: list[str] = Field(default_factory=list)
     samples_path: str = "samples.jsonl"
+    execution: Execution | None = Field(None, description="workers, restart budget and restarts of a run spread over "
+                                        "Ray workers; absent for a run in one process (and in older records)")
+
+    @model_serializer(mode="wrap")
+    def _execution_when_recorded(self, handler: SerializerFunctionWrapHandler) -> JsonDict:
+        # absent, not null, when there is none: older run.json files load and write back byte for byte
+        data = handler(self)
+        if data.get("execution") is None:
+            data.pop("execution", None)
+        return data
 
     @field_validator("schema_version")
     @classmethod

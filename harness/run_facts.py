@@ -1,6 +1,6 @@
 """A run's own facts, typed: the training run a checkpoint came from (``model.training``), the time each
-phase took (``timing``) and the machine it ran on (``environment``). Each serialises to the JSON schema 2
-has always held; :mod:`.records` re-exports them with the other records."""
+phase took (``timing``), the machine it ran on (``environment``) and its worker processes (``execution``). Each
+serialises to the JSON schema 2 has always held; :mod:`.records` re-exports them with the other records."""
 
 from __future__ import annotations
 
@@ -146,6 +146,18 @@ class Timing(Record):
     def benchmark(self, name: str) -> BenchmarkTiming:
         """The benchmark's timing (empty when it has none)."""
         return self.benchmarks.get(name) or BenchmarkTiming()
+
+
+class Execution(Record):
+    """How a run was spread over processes (``dare-eval --workers N``; absent for a run in one process). Nothing
+    here can change a sample, so none of it is in the config hash or a cache key."""
+
+    workers: int
+    """Engine replicas, each a Ray actor."""
+    worker_restart_budget: int
+    """Dead replicas the run could replace (``--worker-restarts``)."""
+    worker_restarts: int = 0
+    """Dead replicas it replaced; their unfinished shards were generated again (same seeds, same samples)."""
 
 
 class Environment(GivenFieldsRecord):

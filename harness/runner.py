@@ -38,6 +38,7 @@ from .engine import (
 )
 from .errors import DiskFullError, EngineError
 from .options import DecoderInfo, Options, capabilities
+from .parallel import DEFAULT_WORKER_RESTARTS, ParallelEngine
 from .prompts import template
 from .records import (
     BenchmarkInfo,
@@ -84,6 +85,8 @@ class EvalPlan:
     training: TrainingLink | dict[str, Any] | None = None
     workers: int = 1
     """Engine replicas: more than one start as Ray actors in :func:`dare.harness.plan.evaluate`."""
+    worker_restarts: int = DEFAULT_WORKER_RESTARTS
+    """Dead replicas the run replaces before it stops (``--worker-restarts``; execution only)."""
     engine_name: str | None = None
     """The engine's registry name, and the context it was built from (the replicas are built from the same)."""
     engine_context: EngineContext | None = None
@@ -223,7 +226,7 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
                  backend: ComponentInfo | None = None) -> RunRecord:
     """The one place a RunRecord is built: engine (or ``backend``, what an engine's own steps record
     instead, e.g. OpenCompass), decoder and verifiers as (name, version, options), the engine identity, the
-    decoding used."""
+    decoding used, and the Ray workers' count and restarts when there were workers."""
     options = plan.engine.options if isinstance(plan.engine, EngineBase) else {}
     engine = backend or ComponentInfo(name=plan.engine.name, version=plan.engine.version,
                                       options=(options.model_dump(mode="json") if isinstance(options, Options)
@@ -236,7 +239,7 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
         model=model, backend=engine, decoder=decoder, engine_identity=plan.engine_identity(),
         decoding_fields=plan.decoding_fields, decoding=plan.decoding, metrics=metrics, counts=counts,
         isolation=isolation, flags=[*plan.flags, *stopping.flags()], timing=timing, environment=environment(),
-        command=plan.command,
+        command=plan.command, execution=plan.engine.execution() if isinstance(plan.engine, ParallelEngine) else None,
     )
 
 

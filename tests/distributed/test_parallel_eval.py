@@ -1,4 +1,5 @@
-"""dare-eval --workers N: Ray engine replicas give the same run as one process; a killed worker resumes."""
+"""dare-eval --workers N: Ray engine replicas give the same run as one process; with no restarts allowed
+(--worker-restarts 0) a killed worker stops the run in one line and a rerun resumes."""
 
 from __future__ import annotations
 
@@ -46,12 +47,13 @@ def test_two_workers_equal_one_sample_for_sample(ray_cluster, single, tmp_path):
     assert len((two / "samples.jsonl").read_text().splitlines()) == 8
 
 
-def test_killed_worker_is_reported_and_rerun_resumes(ray_cluster, single, tmp_path, monkeypatch, capfd):
+def test_killed_worker_with_no_restarts_left_stops_and_rerun_resumes(ray_cluster, single, tmp_path, monkeypatch,
+                                                                      capfd):
     killed: list[int] = []
 
     class KillAfterFirstBatch:  # a progress bar whose first update SIGKILLs worker 1 of the pool
         def update(self, n):
-            engines = [o for o in gc.get_objects() if isinstance(o, parallel.ParallelEngine)]
+            engines = [o for o in gc.get_objects() if type(o) is parallel.ParallelEngine]
             if engines and not killed:
                 killed.append(engines[-1].worker_pids()[1])
                 os.kill(killed[0], signal.SIGKILL)
@@ -60,7 +62,7 @@ def test_killed_worker_is_reported_and_rerun_resumes(ray_cluster, single, tmp_pa
             pass
 
     monkeypatch.setattr(cli, "progress_bars", lambda enabled: lambda desc, total: KillAfterFirstBatch())
-    args = [*BASE, "--out", str(tmp_path), "--workers", "2", "--set", "batch_size=2"]
+    args = [*BASE, "--out", str(tmp_path), "--workers", "2", "--set", "batch_size=2", "--worker-restarts", "0"]
     args.remove("--no-progress")
     assert cli.main(args) == 1
     err = capfd.readouterr().err.strip().splitlines()
