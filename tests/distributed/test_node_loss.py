@@ -19,7 +19,7 @@ from dare.harness import cli  # noqa: E402
 
 from .test_worker_restarts import ARGS, KillSchedule, once_each, run_dir  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.extended, pytest.mark.timeout(600)]
 # Ray declares a node dead after missed health checks (about 15 s by default); faster here, so the test is short
 HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold": 4, "health_check_timeout_ms": 500}
 

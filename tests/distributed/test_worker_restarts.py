@@ -108,7 +108,7 @@ def undisturbed(ray_cluster, tmp_path_factory) -> Path:
     return run_dir(out)
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_seeded_kills_are_replaced_and_the_run_is_the_undisturbed_one(undisturbed, tmp_path, monkeypatch, caplog):
     expected = (undisturbed / "samples.jsonl").read_bytes()
     seconds, restarts = [], 0
@@ -133,7 +133,7 @@ def test_seeded_kills_are_replaced_and_the_run_is_the_undisturbed_one(undisturbe
           f"(mean {sum(seconds) / len(seconds):.1f} s)")
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_past_the_budget_one_line_cache_kept_and_rerun_identical(undisturbed, tmp_path, monkeypatch, capfd):
     kills = KillSchedule({1: (0, 0.0), 2: (0, 0.0)})  # two deaths, one restart allowed
     monkeypatch.setattr(cli, "progress_bars", lambda enabled: kills.bar)
