@@ -91,8 +91,9 @@ def test_shipped_frontier_records_rebuild_the_figures_of_their_json(model, tmp_p
         assert row["accuracy"] == f"{100 * strategy['accuracy']:.1f}%", label
         assert float(row["tokens_per_s"]) == pytest.approx(strategy["tokens_per_s"], abs=0.06), label
         assert float(row["nfe_per_token"]) == pytest.approx(strategy["nfe_per_token"], abs=6e-4), label
-        # the page's reference (the default strategy) is the script's <family>:low_confidence
-        assert float(row["ratio"]) == pytest.approx(strategy["speedup"], abs=0.011), label
+        # the page's reference (the default strategy) is the script's <family>:low_confidence; the page divides
+        # tokens/s as the records round them (0.1), so a 26x ratio over a 70 tokens/s reference moves by ~0.02
+        assert float(row["ratio"]) == pytest.approx(strategy["speedup"], rel=1e-3, abs=0.011), label
         if "steps" not in (json.loads((Path(strategy["run_dir"]) / "run.json").read_text())["decoding_fields"]):
             assert "steps" not in row["label"], label  # a decoder that does not read steps is not labelled by it
 
