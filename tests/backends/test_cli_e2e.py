@@ -18,8 +18,9 @@ DARE_EVAL = shutil.which("dare-eval") or shutil.which("dare-eval", path=str(Path
 
 
 @pytest.mark.skipif(DARE_EVAL is None, reason="dare-eval console script is not installed")
-# two families run by default (masked diffusion and block diffusion); the rest with -m slow
-@pytest.mark.parametrize("arch", [a if a in ("llada", "sdar") else pytest.param(a, marks=pytest.mark.slow)
+# block diffusion runs by default, masked diffusion with -m extended, the rest with -m slow
+@pytest.mark.parametrize("arch", [a if a == "sdar" else pytest.param(a, marks=pytest.mark.extended if a == "llada"
+                                                                      else pytest.mark.slow)
                                   for a in ARCHITECTURES])
 def test_dare_eval_runs_sudoku_on_tiny_checkpoint(tiny_dirs, tmp_path, arch):
     cmd = [DARE_EVAL, "--model-path", str(tiny_dirs[arch]), "--suite", "sudoku", "--limit", "4", "--backend", "torch",

@@ -94,6 +94,7 @@ def nothing_shipped(monkeypatch):
     pc_background.frequencies.cache_clear()
 
 
+@pytest.mark.extended
 def test_a_tokenizer_without_a_shipped_table_gets_it_built_once_at_plan_time(tmp_path, nothing_shipped, monkeypatch,
                                                                               caplog):
     """The first run builds the declared corpus's table into its cache directory (one INFO line), records its

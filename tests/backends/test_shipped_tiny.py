@@ -92,7 +92,8 @@ def test_trained_tiny_models_attention_has_not_collapsed(name):
     assert len(entropies) == 4 and min(entropies) > 0.5, entropies
 
 
-@pytest.mark.parametrize("name", sorted(n for n in TRAINED if TRAINED_ON[n] == "sudoku"))
+@pytest.mark.parametrize("name", [n if n == "tiny-sdar" else pytest.param(n, marks=pytest.mark.extended)
+                                  for n in sorted(n for n in TRAINED if TRAINED_ON[n] == "sudoku")])
 def test_trained_tiny_models_solve_sudoku(tmp_path, name):
     """The shipped trained models solve the first 32 Sudoku test puzzles with their default decoding."""
     import json

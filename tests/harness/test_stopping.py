@@ -93,10 +93,12 @@ def test_sigterm_stops_at_a_safe_point_and_the_rerun_is_identical(tmp_path, plug
     stop_trial(tmp_path, plugin, undisturbed, 0, [signal.SIGTERM])
 
 
+@pytest.mark.extended
 def test_a_second_signal_stops_at_once_losing_only_the_batch_in_flight(tmp_path, plugin, undisturbed):
     stop_trial(tmp_path, plugin, undisturbed, 1, [signal.SIGTERM, signal.SIGINT])
 
 
+@pytest.mark.extended
 def test_a_batch_longer_than_the_grace_period_is_dropped_when_it_ends(tmp_path, plugin):
     counter = tmp_path / "counter.txt"
     args = [*_args(tmp_path / "runs", counter, delay=8.0), "--grace", "1"]

@@ -59,6 +59,7 @@ def test_the_record_is_one_the_leaderboard_shows(runs, tmp_path):
     assert report.suites == {TASK: 1} and not report.skipped
 
 
+@pytest.mark.extended
 def test_a_bad_model_arg_is_one_line_and_exit_2(capsys, tmp_path):
     write_task(tmp_path, max_gen_toks=32)
     code = lm_eval_cli.main(["run", "--model", "dare", "--model_args",

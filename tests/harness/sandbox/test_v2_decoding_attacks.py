@@ -150,7 +150,7 @@ def grade_next_to_gold(attacks: dict, workers: int, cache_dir: Path) -> tuple[di
     return graded, growth
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1-slot", "2-slots"])
+@pytest.fixture(scope="module", params=[1, pytest.param(2, marks=pytest.mark.extended)], ids=["1-slot", "2-slots"])
 def graded(request, tmp_path_factory):
     verdicts, growth = grade_next_to_gold(ATTACKS, request.param, tmp_path_factory.mktemp("plans"))
     return {"verdicts": verdicts, "hwm_growth_mib": growth}

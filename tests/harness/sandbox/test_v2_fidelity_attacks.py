@@ -58,7 +58,7 @@ ATTACKS = {
 }
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1-slot", "2-slots"])
+@pytest.fixture(scope="module", params=[1, pytest.param(2, marks=pytest.mark.extended)], ids=["1-slot", "2-slots"])
 def graded(request, tmp_path_factory):
     return grade_next_to_gold(ATTACKS, request.param, tmp_path_factory.mktemp("plans"))[0]
 

@@ -53,7 +53,7 @@ def verifier_for(workers: int, cache: Path) -> CodeVerifier:
                         load_time_limit=3, memory_mb=512, uid_base=UID_BASE)
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1-slot", "2-slots"])
+@pytest.fixture(scope="module", params=[1, pytest.param(2, marks=pytest.mark.extended)], ids=["1-slot", "2-slots"])
 def graded(request, tmp_path_factory):
     cache = tmp_path_factory.mktemp("plans")
     sample = next(s for s in load_samples("humaneval.jsonl") if s.id == "HumanEval/0")
