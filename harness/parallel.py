@@ -140,7 +140,7 @@ class ParallelEngine(EngineBase):
         return self._get([self._actors[0].call.remote("token_identity")])[0] if self._declares else {}
 
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
-        self._get([self._actors[0].call.remote("prepare", requests, decoding)])
+        self._get([self._actors[0].call.remote("prepare", list(requests), decoding)])  # a streamed sequence: its items
 
     def generate(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> list[Generation]:
         """Shard ``requests`` contiguously over the workers and return their generations in order."""
