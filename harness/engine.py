@@ -8,7 +8,7 @@ Engines are registered by name in ``registry.engines`` (lazily) and built with :
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -48,9 +48,10 @@ class EngineContext:
     device: str | None = None
     options: Any = field(default_factory=dict)
     """The engine's validated :class:`~dare.harness.options.Options` (a plain dict from older callers)."""
-    sample_ids: frozenset[str] = frozenset()
+    sample_ids: Container[str] = frozenset()
     """Ids of every sample of the suite (before --limit): lets engines that read outputs produced
-    elsewhere (replay) tell an unknown id from one that is merely outside the limit."""
+    elsewhere (replay) tell an unknown id from one that is merely outside the limit. Membership and size
+    only: the plan gives a :class:`~dare.harness.keyindex.SortedKeys` (16 bytes an id)."""
     cache_dir: Path | None = None
     """The run's cache directory (``--cache-dir``, else ``OUT/.cache``), where an engine keeps files it derives
     for the run (PC-Sampler's background table built for a tokenizer); None: ``$DARE_CACHE_DIR``, else a

@@ -9,11 +9,14 @@ import json
 import random
 from array import array
 
+import pytest
+
 from dare.backends.engines.replay import ReplayEngine
 from dare.harness import generate_run, keyindex, slices
 from dare.harness.cache import JsonlCache
 from dare.harness.cli import main
 from dare.harness.data import load_samples
+from dare.harness.errors import InputError
 from dare.harness.metrics import Accumulator, compute
 from dare.harness.records import Verdict
 from dare.harness.verifiers import verifiers
@@ -117,3 +120,19 @@ def test_metrics_built_sample_by_sample_are_those_of_the_whole_list():
         acc.add(verdicts)
     assert acc.result() == compute(["accuracy", "pass@k", "partial_credit"], per_sample, 4)
 
+
+def test_replay_reads_lines_as_the_whole_text_splits_them(tmp_path):
+    from dare.harness.engine import EngineContext
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "completion": "x"}\n\n{"id": "b", "completion": "y"}\u2028{"id": 3}\n', "utf-8")
+    with pytest.raises(InputError, match=r"1 malformed line\(s\): line 4 needs the keys 'id' and 'completion'"):
+        ReplayEngine(EngineContext(model_name="m", completions=path))
+    path.write_text('{"id": "a", "completion": "x"}\n{"id": "b", "completion": "y"}\r{"id": "a", "completion": "z"}')
+    engine = ReplayEngine(EngineContext(model_name="m", completions=path))
+    assert engine.decoding_defaults() == {"num_samples": 2}
+    assert [engine.completions.text("a", i) for i in (0, 1)] == ["x", "z"] and engine.completions.text("b", 0) == "y"
+    with open(path, "a") as f:
+        f.write("\n")
+    with pytest.raises(InputError, match="changed while this run read it"):
+        engine.completions.text("a", 0)
