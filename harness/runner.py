@@ -1,9 +1,11 @@
 """The evaluation loop: samples -> cached generations -> verdicts -> metrics -> run directory.
 
-For each benchmark of the suite: load the shipped samples, render prompts, ask the engine for the
+For each benchmark of the suite: read the shipped samples, render prompts, ask the engine for the
 generations the cache lacks (in batches, each appended to the cache before the next starts), verify
-(verdicts cached by verifier version), aggregate. The run directory gets ``samples.jsonl`` and
-``run.json`` written atomically; an interrupted run still writes a ``partial`` record of what finished,
+(verdicts cached by verifier version), aggregate. A generated benchmark is taken in bounded slices from its
+data file to the record (harness/slices.py, generate_run.py), so memory does not grow with its size. The run
+directory gets ``samples.jsonl`` (written row by row as each benchmark is scored, renamed into place) and
+then ``run.json``, both atomically; an interrupted run still writes a ``partial`` record of what finished,
 and a rerun resumes from the cache with the same final result.
 
 How a benchmark's missing generations are produced and its generations verified are the two steps of

@@ -136,3 +136,39 @@ def test_replay_reads_lines_as_the_whole_text_splits_them(tmp_path):
         f.write("\n")
     with pytest.raises(InputError, match="changed while this run read it"):
         engine.completions.text("a", 0)
+
+
+def test_steps_that_run_over_a_whole_benchmark_get_its_missing_requests_in_one_list(tmp_path, monkeypatch, capsys):
+    """An engine's own steps with ``streams`` False (OpenCompass's inference runs over a whole benchmark)."""
+    from dataclasses import replace
+
+    from dare.harness.registry import engines
+    from dare.harness.runner import RunSteps
+
+    calls = []
+
+    class WholeSteps(RunSteps):
+        streams = False
+
+        def generate(self, plan, work, todo, store, generations):
+            calls.append((len(todo), len(work.requests), sum(1 for _ in work.samples), work.requests[-1].sample_id))
+            super().generate(plan, work, todo, store, generations)
+
+    class WholeReplay(ReplayEngine):
+        capabilities = replace(ReplayEngine.capabilities, own_steps=True)
+
+        def run_steps(self, plan):
+            return WholeSteps()
+
+    saved = engines.snapshot()
+    engines.register("whole-replay", WholeReplay)
+    try:
+        monkeypatch.setattr(slices, "SLICE_REQUESTS", 5)
+        completions = _sudoku_completions(tmp_path, 1)
+        assert main(["--no-progress", "--backend", "whole-replay", "--suite", "sudoku", "--limit", "23",
+                     "--completions", str(completions), "--out", str(tmp_path / "runs")]) == 0
+    finally:
+        engines.restore(saved)
+    assert calls == [(23, 23, 23, "sudoku/test/22")]
+    run_dir = tmp_path / "runs" / capsys.readouterr().out.strip().splitlines()[-1].split("/")[-1]
+    assert len((run_dir / "samples.jsonl").read_text().splitlines()) == 23
