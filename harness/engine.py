@@ -8,6 +8,7 @@ Engines are registered by name in ``registry.engines`` (lazily) and built with :
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +28,7 @@ class GenerationRequest:
     messages: tuple[Message, ...]
     seed: int
 
-    @property
+    @functools.cached_property  # computed once a request: the runner keys the cache with it in several passes
     def prompt_hash(self) -> str:
         return sha256_text("\x1e".join(f"{m.role}\x1f{m.content}" for m in self.messages))[:16]
 

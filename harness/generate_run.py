@@ -124,9 +124,10 @@ def score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Gen
         return cache_key(verifier_id, work.info["data_sha256"], sample.id, gen.text)
 
     def unverified(sample: Sample, reqs: list[GenerationRequest]) -> list[bool] | None:
-        if not all(r in generations for r in reqs):
+        gens = [generations.get(r) for r in reqs]
+        if any(g is None for g in gens):
             return None  # not ready: missing from the record
-        return [vkey(sample, generations.get(r)) not in vcache for r in reqs]
+        return [vkey(sample, g) not in vcache for g in gens]
 
     # Positions only: each generation is read from the cache where it is needed
     todo = positions(work, unverified) if verify else []
@@ -157,9 +158,9 @@ def score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: Gen
     for part in work.slices():
         for i, sample in enumerate(part.samples):
             reqs = part.requests[i * k : (i + 1) * k]
-            if not all(r in generations for r in reqs):
-                continue
             gens = [generations.get(r) for r in reqs]
+            if any(g is None for g in gens):
+                continue
             keys = [vkey(sample, g) for g in gens]
             if not all(key in vcache for key in keys):
                 continue

@@ -99,38 +99,38 @@ class KeyMap:
 
     def get(self, key: str) -> tuple[int, int] | None:
         d = digest(key)
-        return self._recent.get(d) or self._sorted_get(d)
+        found = self._recent.get(d)
+        if found is None:
+            i = self._find(d)
+            found = None if i is None else (self._sorted.columns[0][i], self._sorted.columns[1][i])
+        return found
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None
 
     def put(self, key: str, a: int, b: int) -> None:
         d = digest(key)
-        if d not in self._recent and self._sorted_get(d) is None:
-            self._size += 1
+        i = None if d in self._recent else self._find(d)
+        if i is not None:  # a key already in the columns: its values in place
+            self._sorted.columns[0][i], self._sorted.columns[1][i] = a, b
+            return
+        self._size += d not in self._recent
         self._recent[d] = (a, b)
         if len(self._recent) >= max(MERGE_AT, len(self._sorted.hi) >> 4):
             self._merge()
 
-    def _sorted_get(self, d: tuple[int, int]) -> tuple[int, int] | None:
+    def _find(self, d: tuple[int, int]) -> int | None:
+        """Where digest ``d`` is in the sorted columns (None: not there)."""
         s = self._sorted
         for i in range(bisect_left(s.hi, d[0]), bisect_right(s.hi, d[0])):
             if s.lo[i] == d[1]:
-                return s.columns[0][i], s.columns[1][i]
+                return i
         return None
 
     def _merge(self) -> None:
-        s, new = self._sorted, []
-        for (h, lo), (a, b) in self._recent.items():
-            found = next((i for i in range(bisect_left(s.hi, h), bisect_right(s.hi, h)) if s.lo[i] == lo), None)
-            if found is None:
-                new.append((h, lo, a, b))
-            else:  # a key already in the columns: its values in place
-                s.columns[0][found], s.columns[1][found] = a, b
+        """Insert the recent keys (none of them in the columns: :meth:`put` updates those in place)."""
+        s, new = self._sorted, sorted((h, lo, a, b) for (h, lo), (a, b) in self._recent.items())
         self._recent.clear()
-        if not new:
-            return
-        new.sort()
         cols = list(zip(*new))
         at = np.searchsorted(np.frombuffer(s.hi, dtype=np.uint64), np.array(cols[0], dtype=np.uint64))
         merged = SortedKeys.__new__(SortedKeys)
