@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import weakref
+from array import array
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from pydantic import BaseModel
 
 from .diskfull import append_all
 from .errors import DiskFullError, InputError
+from .keyindex import KeyMap, digest
 from .records import canonical_json, json_text, sha256_text
 
 log = logging.getLogger(__name__)
@@ -47,55 +50,88 @@ def cache_key(*parts: Any) -> str:
 
 
 class JsonlCache:
-    """A ``key -> record`` map persisted as one append-only JSONL file. Records are kept as their JSON lines
-    and built on :meth:`get`: a line is a fraction of its pydantic object's memory (1M verdicts: about a
-    quarter), and a run reads each record once or twice."""
+    """A ``key -> record`` map persisted as one append-only JSONL file. Only each key's place in the file is
+    held (:class:`~dare.harness.keyindex.KeyMap`: about 40 bytes a key, where its line would be hundreds and
+    its pydantic object more); :meth:`get` reads the line back and builds the record. A later line of a key
+    replaces an earlier one, as a rerun's append does."""
 
     def __init__(self, path: Path, record_type: type[BaseModel]):
         self.path = path
         self.record_type = record_type
-        self._items: dict[str, str] = {}
+        self._index = KeyMap()
+        self._fd: int | None = None
         self._load()
 
     def _load(self) -> None:
         if not self.path.exists():
             return
         torn = 0
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
+        hi, lo, offsets, lengths = array("Q"), array("Q"), array("q"), array("q")
+        offset = 0
+        with open(self.path, "rb") as f:
+            for raw in f:
+                line = raw.decode("utf-8")
                 try:
                     row = json.loads(line)
                     self.record_type.model_validate(row["value"])  # an older record version is no record
-                    self._items[row["key"]] = line
-                except (ValueError, KeyError, TypeError):
+                    h, low = digest(row["key"])
+                except (ValueError, KeyError, TypeError, AttributeError):
                     torn += 1  # a line cut by a kill mid-write, or from an older record version
+                else:
+                    hi.append(h), lo.append(low), offsets.append(offset), lengths.append(len(raw))
+                offset += len(raw)
+        self._index = KeyMap.build(hi, lo, offsets, lengths)
         if torn:
             log.warning("%s: ignored %d unreadable cache line(s)", self.path, torn)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._items
+        return key in self._index
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._index)
 
     def get(self, key: str) -> Any:
-        line = self._items.get(key)
-        return None if line is None else self.record_type.model_validate(json.loads(line)["value"])
+        place = self._index.get(key)
+        if place is None:
+            return None
+        row = self._read(*place)
+        if row.get("key") != key:  # the file was replaced under this reader: read the new one
+            self._close()
+            row = self._read(*place)
+            if row.get("key") != key:
+                raise InputError(f"the cache {self.path} changed while this run read it; rerun the command")
+        return self.record_type.model_validate(row["value"])
+
+    def _read(self, offset: int, length: int) -> dict:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY)
+            self._closer = weakref.finalize(self, os.close, self._fd)
+        try:
+            return json.loads(os.pread(self._fd, length, offset).decode("utf-8"))
+        except ValueError:
+            return {}
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            self._closer()
+            self._fd = None
 
     def extend(self, items: Iterable[tuple[str, BaseModel]]) -> None:
         """Append records and fsync, so they survive a kill right after this returns."""
         items = list(items)
         if not items:
             return
-        lines = [json_text({"key": k, "value": v.model_dump(mode="json")}) + "\n" for k, v in items]
+        lines = [(json_text({"key": k, "value": v.model_dump(mode="json")}) + "\n").encode("utf-8") for k, v in items]
         try:
-            append_all(self.path, "".join(lines).encode("utf-8"))  # all or nothing: no torn line of ours is left
+            offset = append_all(self.path, b"".join(lines))  # all or nothing: no torn line of ours is left
         except DiskFullError:
             raise
         except OSError as exc:
             raise InputError(f"cannot write the cache at {self.path}: {exc.strerror}; "
                              "pass a writable --cache-dir") from exc
-        self._items.update((k, line) for (k, _), line in zip(items, lines))
+        for (key, _), line in zip(items, lines):
+            self._index.put(key, offset, len(line))
+            offset += len(line)
 
 
 def generations_cache(root: Path, model_fingerprint: str, decoding_hash: str) -> JsonlCache:

@@ -158,9 +158,11 @@ class ChoiceTask:
             if bar:
                 bar.close()
 
-    def score(self, plan: Any, work: ChoiceWork, steps: Any, store: Any, state: Any, verify: bool = True) -> Any:
+    def score(self, plan: Any, work: ChoiceWork, steps: Any, store: Any, state: Any, verify: bool = True,
+              out: Any = None) -> Any:
         """Verdicts of every question whose choices are all scored (``verify`` is the generated tasks' switch:
-        a choice verdict is arithmetic on cached scores, so it is always given)."""
+        a choice verdict is arithmetic on cached scores, so it is always given). The rows are returned
+        (``out``, where the generated tasks write theirs, is not used)."""
         from .runner import BenchmarkResult
 
         cache = self._cache(plan, work, state.fingerprint)

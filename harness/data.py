@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import DataError
@@ -54,19 +55,38 @@ def verified_path(name: str) -> tuple[Path, str]:
     return path, digest
 
 
-@functools.cache
-def load_rows(name: str) -> tuple[dict, ...]:
-    """The raw JSON rows of a shipped file, in file order."""
-    path, _ = verified_path(name)
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
+def iter_rows(name: str, limit: int | None = None) -> Iterator[dict]:
+    """The raw JSON rows of a shipped file (the first ``limit``; None: all), in file order, read as they are
+    asked for: a benchmark of 100k rows is never held whole. The whole file is hashed as it is read and must
+    end as the manifest's sha256 (checked by :func:`verified_path` before the first row), so a file changed
+    under a run is refused once the rows are all read."""
+    path, expected = verified_path(name)
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        rows = 0
+        for lineno, raw in enumerate(f, 1):
+            h.update(raw)
+            if limit is not None and rows >= limit:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+                break
+            line = raw.decode("utf-8")
             if line.strip():
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise DataError(f"{name} line {lineno} is not valid JSON: {exc.msg}") from exc
-    return tuple(rows)
+                rows += 1
+                yield row
+    if h.hexdigest() != expected:
+        raise DataError(f"data file {name} changed while this run read it (sha256 {h.hexdigest()[:12]}..., "
+                        f"expected {expected[:12]}...); rerun once it is restored")
+
+
+@functools.cache
+def load_rows(name: str) -> tuple[dict, ...]:
+    """The raw JSON rows of a shipped file, in file order (all held, and kept for the process)."""
+    return tuple(iter_rows(name))
 
 
 def row_to_sample(row: dict) -> Sample:

@@ -79,16 +79,18 @@ def writing(path: Path, needed: int | None = None) -> Iterator[None]:
         raise full from exc
 
 
-def append_all(path: Path, data: bytes) -> None:
+def append_all(path: Path, data: bytes) -> int:
     """Append ``data`` to ``path`` and fsync, all or nothing: a write cut short (no room, or a signal) is
     truncated away again, so the file never keeps a torn line of ours. A torn line left by a killed
-    writer is fenced off with a newline first, so it is never joined to a whole record."""
+    writer is fenced off with a newline first, so it is never joined to a whole record. Returns the offset
+    in the file where ``data`` starts."""
     with writing(path, len(data) + 1):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
         try:
             end = os.lseek(fd, 0, os.SEEK_END)
-            if end > 0 and os.pread(fd, 1, end - 1) != b"\n":
+            fenced = end > 0 and os.pread(fd, 1, end - 1) != b"\n"
+            if fenced:
                 data = b"\n" + data
             try:
                 view = memoryview(data)
@@ -100,3 +102,4 @@ def append_all(path: Path, data: bytes) -> None:
                 raise
         finally:
             os.close(fd)
+    return end + fenced

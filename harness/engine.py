@@ -8,7 +8,8 @@ Engines are registered by name in ``registry.engines`` (lazily) and built with :
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -27,7 +28,7 @@ class GenerationRequest:
     messages: tuple[Message, ...]
     seed: int
 
-    @property
+    @functools.cached_property  # computed once a request: the runner keys the cache with it in several passes
     def prompt_hash(self) -> str:
         return sha256_text("\x1e".join(f"{m.role}\x1f{m.content}" for m in self.messages))[:16]
 
@@ -48,9 +49,10 @@ class EngineContext:
     device: str | None = None
     options: Any = field(default_factory=dict)
     """The engine's validated :class:`~dare.harness.options.Options` (a plain dict from older callers)."""
-    sample_ids: frozenset[str] = frozenset()
+    sample_ids: Container[str] = frozenset()
     """Ids of every sample of the suite (before --limit): lets engines that read outputs produced
-    elsewhere (replay) tell an unknown id from one that is merely outside the limit."""
+    elsewhere (replay) tell an unknown id from one that is merely outside the limit. Membership and size
+    only: the plan gives a :class:`~dare.harness.keyindex.SortedKeys` (16 bytes an id)."""
     cache_dir: Path | None = None
     """The run's cache directory (``--cache-dir``, else ``OUT/.cache``), where an engine keeps files it derives
     for the run (PC-Sampler's background table built for a tokenizer); None: ``$DARE_CACHE_DIR``, else a

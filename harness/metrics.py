@@ -8,6 +8,7 @@ with a fixed seed, so the same verdicts always give the same interval.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from math import comb
 
@@ -48,10 +49,10 @@ def bootstrap_ci(values: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
     return (float(lo), float(hi))
 
 
-def summarize(per_sample: Sequence[float]) -> MetricValue:
-    values = list(per_sample)
-    mean = float(np.mean(values)) if values else 0.0
-    return MetricValue(value=mean, ci=bootstrap_ci(values), n=len(values))
+def summarize(per_sample: Sequence[float] | np.ndarray) -> MetricValue:
+    values = np.asarray(per_sample, dtype=np.float64)
+    mean = float(np.mean(values)) if values.size else 0.0
+    return MetricValue(value=mean, ci=bootstrap_ci(values), n=int(values.size))
 
 
 def accuracy(verdicts: Sequence[Verdict]) -> float:
@@ -88,6 +89,37 @@ def expand(name: str, k: int) -> dict[str, PerSample]:
     return metrics.get(name)(k)
 
 
+class Accumulator:
+    """Metrics built one sample at a time: :meth:`add` each sample's verdicts (its k generations), in sample
+    order, then :meth:`result`. Holds per metric one float (8 bytes) per usable sample and the status
+    counts, not the verdicts, so a benchmark can be scored in slices; the bootstrap sees the same values in
+    the same order as :func:`compute` over the whole list."""
+
+    def __init__(self, names: Sequence[str], k: int):
+        self.functions: dict[str, PerSample] = {}
+        for name in names:
+            self.functions.update(expand(name, k))
+        self.values = {metric_name: array("d") for metric_name in self.functions}
+        self.counts = {"scored": 0, "error": 0, "unscored": 0}
+
+    def add(self, verdicts: Sequence[Verdict]) -> None:
+        """One sample: with an infrastructure error in any verdict it is ``error``, with none scored or any
+        unscored ``unscored``, else ``scored`` and its per-sample value counts in every metric."""
+        if any(v.status == "error" for v in verdicts):
+            self.counts["error"] += 1
+        elif not verdicts or any(v.status == "unscored" for v in verdicts):
+            self.counts["unscored"] += 1
+        else:
+            self.counts["scored"] += 1
+            for metric_name, fn in self.functions.items():
+                self.values[metric_name].append(fn(verdicts))
+
+    def result(self) -> tuple[dict[str, MetricValue], dict[str, int]]:
+        """``({metric: MetricValue}, {"scored": .., "error": .., "unscored": ..})``."""
+        return ({name: summarize(np.frombuffer(values, dtype=np.float64)) for name, values in self.values.items()},
+                dict(self.counts))
+
+
 def compute(names: Sequence[str], per_sample_verdicts: Sequence[Sequence[Verdict]],
             k: int) -> tuple[dict[str, MetricValue], dict[str, int]]:
     """Metrics over the samples whose verdicts are all usable, and the status counts.
@@ -95,18 +127,7 @@ def compute(names: Sequence[str], per_sample_verdicts: Sequence[Sequence[Verdict
     Returns ``({metric: MetricValue}, {"scored": .., "error": .., "unscored": ..})`` where the counts are
     over samples: a sample with an infrastructure error in any of its k verdicts is ``error``.
     """
-    usable: list[Sequence[Verdict]] = []
-    counts = {"scored": 0, "error": 0, "unscored": 0}
+    acc = Accumulator(names, k)
     for verdicts in per_sample_verdicts:
-        if any(v.status == "error" for v in verdicts):
-            counts["error"] += 1
-        elif not verdicts or any(v.status == "unscored" for v in verdicts):
-            counts["unscored"] += 1
-        else:
-            counts["scored"] += 1
-            usable.append(verdicts)
-    out: dict[str, MetricValue] = {}
-    for name in names:
-        for metric_name, fn in expand(name, k).items():
-            out[metric_name] = summarize([fn(v) for v in usable])
-    return out, counts
+        acc.add(verdicts)
+    return acc.result()

@@ -158,6 +158,7 @@ class ParallelEngine(EngineBase):
     def prepare(self, requests: list[GenerationRequest], decoding: DecodingConfig) -> None:
         """Every live replica checks the requests at once, so each loads its model now rather than in its
         first shard, where the whole batch would wait for the slowest."""
+        requests = list(requests)  # a streamed sequence: its items travel to the workers
         self._pool.run([("prepare", (requests, decoding))] * max(1, self._pool.live()))
         self._pool.warm_up = ("prepare", requests, decoding)  # a replacement does the same before it takes work
 

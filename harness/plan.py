@@ -26,9 +26,10 @@ from . import config as cfg
 from . import overrides as overrides_lib
 from .choice_run import resolve_choices
 from .cliutil import check_device
-from .data import load_rows
+from .data import iter_rows
 from .engine import EngineBase, EngineContext
 from .errors import ConfigError, InputError
+from .keyindex import SortedKeys
 from .models import ResolvedModel, resolve
 from .options import capabilities, parse_options
 from .parallel import DEFAULT_WORKER_RESTARTS, ParallelEngine, check_worker_restarts, check_workers
@@ -190,7 +191,9 @@ def _resolve(r: EvalRequest) -> EvalPlan:
                                       {"unsafe_local_exec": True} if r.unsafe_local_exec else {})
     out = Path(r.out)
     check_writable(out)
-    sample_ids = frozenset(str(row["id"]) for b in suite_spec.benchmarks for row in load_rows(cfg.benchmark(b).data))
+    # every id of the suite (replay tells an unknown id from one outside --limit), as digests: 16 bytes an id
+    sample_ids = SortedKeys.of(str(row["id"]) for b in suite_spec.benchmarks
+                               for row in iter_rows(cfg.benchmark(b).data))
     cache_dir = Path(r.cache_dir) if r.cache_dir else out / ".cache"
     ctx = EngineContext(model_name=resolved.name, model_spec=resolved.spec, model_path=resolved.path,
                         completions=Path(r.completions) if r.completions else None, device=r.device,

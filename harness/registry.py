@@ -148,7 +148,7 @@ estimators: Registry[Callable[..., Any]] = Registry("likelihood estimator")
 likelihoods: Registry[Any] = Registry("scoring likelihood estimator")
 # how a benchmark is run and scored, by its spec's ``task``: generate and verify, or score choices by likelihood
 tasks: Registry[Any] = Registry("task type")
-tasks.register("generate", "dare.harness.runner:GENERATE_TASK")
+tasks.register("generate", "dare.harness.generate_run:GENERATE_TASK")
 tasks.register("choice", "dare.harness.choice_run:CHOICE_TASK")
 advantages: Registry[Callable[..., Any]] = Registry("advantage estimator")
 losses: Registry[Callable[..., Any]] = Registry("policy loss")

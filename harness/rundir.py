@@ -147,7 +147,63 @@ def atomic_write(path: Path, text: str | Iterable[str]) -> None:
 def write_run(run_dir: Path, record: RunRecord, rows: list[dict[str, Any]]) -> None:
     """Write samples first, then run.json: a run.json always has its samples beside it."""
     atomic_write(run_dir / record.samples_path, (json_text(r) + "\n" for r in rows))
+    write_record(run_dir, record)
+
+
+def write_record(run_dir: Path, record: RunRecord) -> None:
+    """``run.json`` (after its samples: see :func:`write_run` and :class:`RowsWriter`)."""
     atomic_write(run_dir / "run.json", json_text(record.to_json(), indent=2) + "\n")
+
+
+class RowsWriter:
+    """``path`` (a JSONL file, e.g. samples.jsonl) written row by row as a run scores its samples, so its
+    rows are never held together: into a temporary file beside it, renamed into place by :meth:`commit`
+    (a reader never sees half a file; the mode as :func:`atomic_write` gives). Leaving the ``with`` block
+    uncommitted (an error, an interruption) removes the temporary file; a lack of room is a DiskFullError
+    naming ``path`` and the bytes written so far, as :func:`atomic_write` says it."""
+
+    def __init__(self, path: Path):
+        self.path, self.size, self._tmp, self._file = path, 0, None, None
+
+    def __enter__(self) -> RowsWriter:
+        with self._room():
+            fd, self._tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.")
+            os.fchmod(fd, 0o666 & ~_umask())
+            self._file = os.fdopen(fd, "wb")
+        return self
+
+    def write(self, row: dict[str, Any]) -> None:
+        data = (json_text(row) + "\n").encode("utf-8")
+        self.size += len(data)
+        with self._room():
+            self._file.write(data)
+
+    def commit(self) -> None:
+        with self._room():
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        self._tmp = None
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._file is not None and not self._file.closed:
+            try:
+                self._file.close()
+            except OSError:
+                pass  # the error being raised already says what went wrong
+        if self._tmp is not None:
+            Path(self._tmp).unlink(missing_ok=True)  # a half-written copy would hold the space a rerun needs
+
+    @contextmanager
+    def _room(self) -> Iterator[None]:
+        try:
+            yield
+        except (OSError, RuntimeError) as exc:
+            full = no_room(self.path, exc, self.size or None)
+            if full is None:
+                raise
+            raise full from exc
 
 
 def _version(dist: str) -> str | None:

@@ -1,9 +1,11 @@
 """The evaluation loop: samples -> cached generations -> verdicts -> metrics -> run directory.
 
-For each benchmark of the suite: load the shipped samples, render prompts, ask the engine for the
+For each benchmark of the suite: read the shipped samples, render prompts, ask the engine for the
 generations the cache lacks (in batches, each appended to the cache before the next starts), verify
-(verdicts cached by verifier version), aggregate. The run directory gets ``samples.jsonl`` and
-``run.json`` written atomically; an interrupted run still writes a ``partial`` record of what finished,
+(verdicts cached by verifier version), aggregate. A generated benchmark is taken in bounded slices from its
+data file to the record (harness/slices.py, generate_run.py), so memory does not grow with its size. The run
+directory gets ``samples.jsonl`` (written row by row as each benchmark is scored, renamed into place) and
+then ``run.json``, both atomically; an interrupted run still writes a ``partial`` record of what finished,
 and a rerun resumes from the cache with the same final result.
 
 How a benchmark's missing generations are produced and its generations verified are the two steps of
@@ -23,23 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from . import config as cfg
-from . import metrics as metric_lib
 from . import stopping
-from .cache import cache_key, generations_cache, verdicts_cache
-from .data import load_samples, verified_path
-from .engine import (
-    Engine,
-    EngineBase,
-    EngineContext,
-    GenerationRequest,
-    declared_token_identity,
-    generate,
-    request_seed,
-)
-from .errors import DiskFullError, EngineError
+from .cache import cache_key, generations_cache
+from .engine import Engine, EngineBase, EngineContext, GenerationRequest, declared_token_identity, generate
+from .errors import DiskFullError
+from .generate_run import GENERATE_TASK, BenchmarkResult, benchmark_info, sample_row  # noqa: F401  (re-exported)
 from .options import DecoderInfo, Options, capabilities
 from .parallel import DEFAULT_WORKER_RESTARTS, ParallelEngine
-from .prompts import template
 from .records import (
     BenchmarkInfo,
     ComponentInfo,
@@ -52,12 +44,14 @@ from .records import (
     Verdict,
 )
 from .registry import tasks
-from .rundir import environment, hold_outputs, new_run_dir, write_run
+from .rundir import RowsWriter, environment, hold_outputs, new_run_dir, write_record
+from .slices import BenchmarkWork, plan_benchmark  # noqa: F401  (re-exported: OpenCompass's steps read them)
 from .verifiers import verifiers
-from .verifiers.base import verifier_identity, verifier_options
+from .verifiers.base import verifier_options
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int], Any]  # (description, total) -> object with update(n) and close()
+SAMPLES = RunRecord.model_fields["samples_path"].default
 
 
 @dataclass
@@ -122,32 +116,6 @@ class EvalPlan:
         return info.model_copy(update={"training": TrainingLink.model_validate(self.training)})
 
 
-@dataclass
-class BenchmarkWork:
-    spec: cfg.BenchmarkSpec
-    samples: list[Sample]
-    requests: list[GenerationRequest]
-    info: dict[str, Any]
-
-
-def plan_benchmark(spec: cfg.BenchmarkSpec, decoding: DecodingConfig, limit: int | None) -> BenchmarkWork:
-    all_samples = load_samples(spec.data)
-    samples = all_samples[:limit] if limit is not None else all_samples
-    tmpl = template(spec.prompt)
-    requests = [
-        GenerationRequest(s.id, i, tmpl.render(s), request_seed(decoding.seed, s.id, i))
-        for s in samples
-        for i in range(decoding.num_samples)
-    ]
-    _, sha = verified_path(spec.data)
-    info = dict(
-        name=spec.name, version=spec.version, data_file=spec.data, dataset_version=spec.dataset_version,
-        data_sha256=sha, n_total=len(all_samples),
-        n_used=len(samples), prompt_template=spec.prompt, prompt_template_hash=tmpl.template_hash(),
-    )
-    return BenchmarkWork(spec, samples, requests, info)
-
-
 def run_eval(plan: EvalPlan) -> Path:
     """Run the plan and return the run directory (created before the first generation). The output and
     cache directories belong to this process until it returns (a second dare-eval on them exits 2)."""
@@ -172,14 +140,22 @@ def _run_eval(plan: EvalPlan) -> Path:
     started = time.monotonic()
 
     def record(status: str, verify: bool) -> str:
-        results = {w.spec.name: kind.score(plan, w, steps, store, state, verify) for kind, w in zip(kinds, works)}
-        if any(r.counts["missing"] for r in results.values()) and stopping.requested():
-            status = "partial"  # a stop during verification leaves the rest unverified
-        state.timing["total_s"] = round(time.monotonic() - started, 3)
-        written = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()}, model_info,
-                               {n: r.metrics for n, r in results.items()}, {n: r.counts for n, r in results.items()},
-                               state.isolation, state.timing, backend=steps.backend)
-        write_run(run_dir, written, [row for r in results.values() for row in r.rows])
+        # samples.jsonl first (row by row as each benchmark is scored, renamed into place), then run.json
+        with RowsWriter(run_dir / SAMPLES) as rows:
+            results = {}
+            for kind, w in zip(kinds, works):
+                results[w.spec.name] = result = kind.score(plan, w, steps, store, state, verify, rows.write)
+                for row in result.rows:  # rows a task type returns rather than writes
+                    rows.write(row)
+            if any(r.counts["missing"] for r in results.values()) and stopping.requested():
+                status = "partial"  # a stop during verification leaves the rest unverified
+            state.timing["total_s"] = round(time.monotonic() - started, 3)
+            written = build_record(plan, run_dir, status, created, {n: r.info for n, r in results.items()},
+                                   model_info, {n: r.metrics for n, r in results.items()},
+                                   {n: r.counts for n, r in results.items()}, state.isolation, state.timing,
+                                   backend=steps.backend)
+            rows.commit()
+        write_record(run_dir, written)
         return status
 
     try:
@@ -197,28 +173,6 @@ def _run_eval(plan: EvalPlan) -> Path:
     if record("complete", verify=True) == "partial":
         stopping.safe_point()
     return run_dir
-
-
-class GenerateTask:
-    """A generated benchmark: prompts rendered, generations cache-first, verdicts by its verifier."""
-
-    def plan(self, plan: EvalPlan, spec: cfg.BenchmarkSpec) -> BenchmarkWork:
-        return plan_benchmark(spec, plan.decoding, plan.limit)
-
-    def prepare(self, plan: EvalPlan, work: BenchmarkWork) -> None:
-        verifiers.get(work.spec.verifier)
-        plan.engine.prepare(work.requests, plan.decoding)
-
-    def run(self, plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, store: GenerationStore,
-            state: RunState) -> None:
-        _generate(plan, work, steps, store, state)
-
-    def score(self, plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, store: GenerationStore,
-              state: RunState, verify: bool = True) -> BenchmarkResult:
-        return _score(plan, work, steps, store, state, verify)
-
-
-GENERATE_TASK = GenerateTask()
 
 
 def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, benchmarks: dict[str, BenchmarkInfo],
@@ -241,14 +195,6 @@ def build_record(plan: EvalPlan, run_dir: Path, status: str, created: datetime, 
         isolation=isolation, flags=[*plan.flags, *stopping.flags()], timing=timing, environment=environment(),
         command=plan.command, execution=plan.engine.execution() if isinstance(plan.engine, ParallelEngine) else None,
     )
-
-
-def benchmark_info(plan: EvalPlan, work: BenchmarkWork) -> BenchmarkInfo:
-    """A benchmark's identity in the record: data, prompt template, verifier (name, version, options)."""
-    cls = verifiers.get(work.spec.verifier)
-    identity = verifier_identity(cls, plan.verifier_options_for(work.spec.name))
-    return BenchmarkInfo(**work.info, verifier=work.spec.verifier, verifier_version=cls.version,
-                         verifier_args=work.spec.verifier_args, verifier_options=identity.options)
 
 
 @dataclass
@@ -296,6 +242,9 @@ class RunSteps:
     """
 
     backend: ComponentInfo | None = None
+    streams: bool = True
+    """Whether ``generate`` may be called once per piece of a benchmark's missing requests (whole batches,
+    harness/generate_run.py); False: once with them all (steps that run over a whole benchmark)."""
 
     def generate(self, plan: EvalPlan, work: BenchmarkWork, todo: list[GenerationRequest], store: Store,
                  generations: GenerationStore) -> None:
@@ -312,110 +261,3 @@ class RunSteps:
 
     def describe(self, work: BenchmarkWork, verifier: Any) -> dict[str, Any]:
         return verifier.describe()
-
-
-def _generate(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore,
-              state: RunState) -> None:
-    name = work.spec.name
-    todo = [r for r in work.requests if r not in generations]
-    state.cached[name] = len(work.requests) - len(todo)
-    state.generated[name] = 0
-    if not todo:
-        return
-    stopping.safe_point()
-    bar = plan.progress(f"{name}: generate", len(todo)) if plan.progress else None
-
-    def store(batch: list[GenerationRequest], outputs: list[Generation]) -> None:
-        if len(outputs) != len(batch):
-            raise EngineError(f"engine {plan.engine.name} returned {len(outputs)} generations "
-                              f"for {len(batch)} requests")
-        generations.put(batch, outputs)
-        state.generated[name] += len(batch)
-        if bar:
-            bar.update(len(batch))
-        stopping.safe_point()  # the batch is cached: a stop asked for during it takes effect here
-
-    t0 = time.monotonic()
-    try:
-        steps.generate(plan, work, todo, store, generations)
-    finally:
-        state.timing[f"{name}.generate_s"] = round(time.monotonic() - t0, 3)
-        if bar:
-            bar.close()
-
-
-@dataclass
-class BenchmarkResult:
-    info: BenchmarkInfo
-    metrics: dict
-    counts: dict[str, int]
-    rows: list[dict]
-
-
-def _score(plan: EvalPlan, work: BenchmarkWork, steps: RunSteps, generations: GenerationStore,
-           state: RunState, verify: bool = True) -> BenchmarkResult:
-    """Verify every sample whose k generations are all available (cached verdicts reused); with ``verify``
-    False, or once a stop has used half its grace period, only the cached verdicts count and the other
-    samples are missing."""
-    spec, k = work.spec, plan.decoding.num_samples
-    options = plan.verifier_options_for(spec.name)
-    verifier = verifiers.get(spec.verifier)(**options)
-    verifier.use_cache_dir(plan.cache_dir)
-    identity = verifier_identity(type(verifier), options)
-    facts = verifier.cache_identity()
-    verifier_id = cache_key(spec.verifier, verifier.version, identity.options, *([facts] if facts else []))[:16]
-    vcache = verdicts_cache(plan.cache_dir, f"{spec.verifier}-{verifier_id}")
-    def vkey(sample: Sample, gen: Generation) -> str:
-        return cache_key(verifier_id, work.info["data_sha256"], sample.id, gen.text)
-
-    # Requests and verdict keys only: each generation is read from the cache where it is needed, so a
-    # large benchmark never holds them all (the cache keeps its lines).
-    ready: list[tuple[Sample, list[GenerationRequest], list[str]]] = []
-    for i, sample in enumerate(work.samples):
-        reqs = work.requests[i * k : (i + 1) * k]
-        if all(r in generations for r in reqs):
-            ready.append((sample, reqs, [vkey(sample, generations.get(r)) for r in reqs]))
-    todo = [(s, r) for s, reqs, keys in ready for r, key in zip(reqs, keys) if key not in vcache] if verify else []
-    t0 = time.monotonic()
-    try:
-        if todo:
-            bar = plan.progress(f"{spec.name}: verify", len(todo)) if plan.progress else None
-            chunk = 64
-            for start in range(0, len(todo), chunk):
-                if not stopping.has_time():
-                    break
-                part = [(s, generations.get(r)) for s, r in todo[start : start + chunk]]
-                verdicts = steps.verify(plan, work, verifier, part, generations)
-                vcache.extend((vkey(s, g), v) for (s, g), v in zip(part, verdicts))
-                if bar:
-                    bar.update(len(part))
-            if bar:
-                bar.close()
-        described = steps.describe(work, verifier)
-    finally:
-        verifier.close()
-    if described:
-        state.isolation[spec.name] = described
-    state.timing[f"{spec.name}.verify_s"] = round(time.monotonic() - t0, 3)
-
-    per_sample: list[list[Verdict]] = []
-    rows: list[dict] = []
-    ready = [(sample, reqs, keys) for sample, reqs, keys in ready if all(key in vcache for key in keys)]
-    for sample, reqs, keys in ready:
-        verdicts = [vcache.get(key) for key in keys]
-        per_sample.append(verdicts)
-        rows.extend(sample_row(spec.name, sample, req, generations.get(req), v) for req, v in zip(reqs, verdicts))
-    metric_values, counts = metric_lib.compute(spec.metrics, per_sample, k)
-    counts.update(generated=state.generated.get(spec.name, 0), cached=state.cached.get(spec.name, 0),
-                  missing=len(work.samples) - len(ready))
-    return BenchmarkResult(benchmark_info(plan, work), metric_values, counts, rows)
-
-
-def sample_row(benchmark: str, sample: Sample, req: GenerationRequest, gen: Generation, v: Verdict) -> dict:
-    """One samples.jsonl row (shared by every runner that writes a RunRecord, e.g. the OpenCompass one)."""
-    return {
-        "benchmark": benchmark, "id": sample.id, "index": req.index,
-        "messages": [m.model_dump() for m in req.messages], "reference": sample.reference,
-        "completion": gen.text, "answer": v.answer, "passed": v.passed, "score": v.score, "status": v.status,
-        "details": v.details, "nfe": gen.nfe, "nfe_official": gen.nfe_official, "finish_reason": gen.finish_reason,
-    }

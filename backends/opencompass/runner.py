@@ -90,6 +90,8 @@ class OpenCompassSteps(RunSteps):
     partial record.
     """
 
+    streams = False  # OpenCompass's inference runs over a whole benchmark: its missing requests in one list
+
     def __init__(self, engine: OpenCompassEngine, plan: EvalPlan):
         from .model import DareModel
 
