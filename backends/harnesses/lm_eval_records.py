@@ -52,9 +52,10 @@ def write_records(results: dict[str, Any], samples: dict[str, list[dict[str, Any
     written = []
     for task in results.get("results", {}):
         kind = results.get("configs", {}).get(task, {}).get("output_type")
-        if task not in samples or kind not in ROWS:
-            if task in samples:
-                log.info("dare: no run record for %s (%s: perplexities are corpus aggregates)", task, kind)
+        if task not in samples:
+            continue
+        if kind not in ROWS:
+            log.info("dare: no run record for %s (%s: perplexities are corpus aggregates)", task, kind)
             continue
         written.append(_write_task(session, task, results, samples[task], command))
     return written
