@@ -29,7 +29,8 @@ def test_500_runs_of_1319_samples_build_in_under_a_minute(tmp_path):
     index = read_data(site / "data" / "index.js")
     suite = index["suites"][0]
     column = read_data(site / suite["pairs"]["columns"]["gsm8k"])  # what the page pairs any baseline from
-    assert len(column["rows"]) == 500 and len(column["totals"][0]) == 1000 and column["missing"] == []
+    assert len(column["rows"]) == 500 and len(column["totals"][0]) == 1000
+    assert len(column["weights"]) == len(column["missing"]) <= 1319  # each run has a few error samples
     started = time.perf_counter()
     pairs = baseline_pairs({"gsm8k": column}, suite["rows"][0]["id"])
     print(f"one baseline's pairs from that data: {time.perf_counter() - started:.2f} s")
