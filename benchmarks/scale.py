@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.svg:
         args.svg.write_text(svg(report))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report))  # one line, as every benchmark prints
     return 0
 

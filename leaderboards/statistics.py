@@ -14,6 +14,9 @@ where absent) and ``M[R, N]`` (present). Rows a and b pair up on ``r = M_a & M_b
 The suite mean's delta averages the per-benchmark deltas; its interval combines the per-benchmark
 bootstrap intervals as independent normal errors (as the table's own mean column does). Pairs never
 form across different data files: the caller namespaces sample ids by data hash.
+
+This module is the spec. The build pairs no two rows itself: it writes per-column data linear in the rows,
+from which the page computes a chosen baseline's pairs with this algebra (pairdata.py, assets/pairs.js).
 """
 
 from __future__ import annotations
