@@ -2,6 +2,7 @@
 
     python benchmarks/scale.py            # 1k, 10k, 100k samples; 10, 100, 1000 runs; 1M verdicts
     python benchmarks/scale.py --samples 100 1000 --runs 10 --verdicts 10000 --svg /tmp/scale.svg
+    python benchmarks/scale.py --only leaderboard --json F/scale.json --svg F/scale.svg  # F: docs/figures/scale
 
 - replay: ``dare-eval --backend replay`` over a generated long-addition set of N samples (the shipped
   generator's rows and gold completions, one run per size in a fresh process), peak RSS of that process
@@ -12,7 +13,9 @@
 - verdict cache: a JSONL cache of N verdicts written in the runner's chunks, then loaded and read in a
   fresh process: seconds and peak RSS.
 
-Prints one JSON object (the last line); ``--svg`` draws the per-size ratios.
+Prints one JSON object (the last line); ``--svg`` draws the per-size ratios. ``--only`` measures some
+parts; with ``--json`` the others are taken from that file (an earlier report), and the merged report is
+written back to it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARK = "scale_addition"
+PARTS = ("replay", "leaderboard", "verdict_cache")
 
 
 def _child(argv: list[str]) -> tuple[float, float]:
@@ -187,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-samples", type=int, default=20, help="samples per generated run record")
     parser.add_argument("--verdicts", type=int, default=1_000_000)
     parser.add_argument("--svg", type=Path, help="write the figure here")
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="measure these parts only")
+    parser.add_argument("--json", type=Path, help="an earlier report: parts not measured come from it, and the "
+                                                  "merged report is written back")
     parser.add_argument("--child-replay", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-verdicts", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -196,15 +203,22 @@ def main(argv: list[str] | None = None) -> int:
         action, path, n = args.child_verdicts
         (_verdicts_write if action == "write" else _verdicts_read)(Path(path), int(n))
         return 0
-    report: dict = {"replay": [replay(n) for n in args.samples],
-                    "leaderboard": [leaderboard(n, args.run_samples) for n in args.runs],
-                    "verdict_cache": verdict_cache(args.verdicts)}
+    measure = {"replay": lambda: [replay(n) for n in args.samples],
+               "leaderboard": lambda: [leaderboard(n, args.run_samples) for n in args.runs],
+               "verdict_cache": lambda: verdict_cache(args.verdicts)}
+    report: dict = json.loads(args.json.read_text()) if args.json and args.json.exists() else {}
+    missing = [part for part in PARTS if part not in args.only and part not in report]
+    if missing:
+        raise SystemExit(f"--only leaves out {', '.join(missing)}: pass --json with an earlier report that has them")
+    report.update({part: measure[part]() for part in args.only})
     first, last = report["replay"][0], report["replay"][-1]
     report["replay_peak_rss_ratio"] = round(last["peak_rss_mib"] / first["peak_rss_mib"], 3)
     per = [r["ms_per_record"] for r in report["leaderboard"]]
     report["leaderboard_ms_per_record_ratio"] = round(per[-1] / per[0], 3)
     if args.svg:
         args.svg.write_text(svg(report))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report))  # one line, as every benchmark prints
     return 0
 

@@ -1,8 +1,8 @@
 """``build_site``: run directories in, static leaderboard out (the engine of ``dare-leaderboard build``).
 
 load records -> table model -> one pass over each shown run's samples (shards + per-item values)
--> paired statistics per suite -> data files, page, exports, frontier and training pages -> atomic swap into
-``out``.
+-> per-column pair data per suite (pairdata.py; the page pairs a chosen baseline from it) -> data files, page,
+exports, frontier and training pages -> atomic swap into ``out``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from .comparability import REFERENCE_RULE
 from .exports import row_json, speeds_by_run, write_exports
 from .frontier import build_frontiers, frontier_groups
 from .loading import LoadedRun, SkippedRun, load_runs
+from .pairdata import Columns, write_pairs
 from .samples import CellSamples, collect_run_samples
-from .statistics import N_BOOT, paired_tables, pairs_for_baseline
+from .statistics import N_BOOT
 from .table import SuiteTable, build_tables, primary_metric, sample_field
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
         samples = _collect_samples(tables, stage, points)
         frontiers = build_frontiers(loaded.runs, lambda run: _nfe_sums(run, samples))
         speeds = speeds_by_run(frontiers)  # TPF and AUP of frontier points, for the table and the exports
-        with_pairs = _write_pairs(tables, samples, stage, n_boot)
+        pairs = {t.name: write_pairs(stage, t.name, _pair_columns(t, samples), t.baseline, n_boot) for t in tables}
         sparks = _write_runs(loaded.runs, samples, stage)
         shards = {key: cell.shard for key, cell in samples.items() if cell.shard}
         index = {
@@ -67,9 +68,9 @@ def build_site(run_roots: Sequence[Path], out: Path, *, baseline: str | None = N
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in loaded.skipped],
             "exports": write_exports(stage, tables, speeds),
             "suites": [{"name": t.name, "columns": [c.to_json() for c in t.columns], "metrics": t.metrics,
-                        "extra": t.extra, "reference": t.baseline or REFERENCE_RULE,
-                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in with_pairs, speeds)
-                                 for r in t.rows]}
+                        "extra": t.extra, "reference": t.baseline or REFERENCE_RULE, "pairs": pairs[t.name][1],
+                        "rows": [row_json(r, sparks.get(r.first.key), shards, r.id in pairs[t.name][0],
+                                          speeds) for r in t.rows]}
                        for t in tables],
         }
         index_bytes = site.write_data(stage, "data/index.js", "index", "main", index)
@@ -123,28 +124,18 @@ def _nfe_sums(run: LoadedRun, samples: dict[tuple[str, str], CellSamples]) -> di
     return {bench: (c.nfe, c.lines) for bench, c in cells.items() if c and c.nfe_lines == c.lines}
 
 
-def _write_pairs(tables: list[SuiteTable], samples: dict[tuple[str, str], CellSamples], stage: Path,
-                 n_boot: int) -> set[str]:
-    """Write data/pairs/<row>.js for every row with samples; return the ids of those rows."""
-    written = set()
-    for table in tables:
-        columns: dict[str, dict[str, tuple[dict[str, float], bool]]] = {}
-        for row in table.rows:
-            for column, cell in row.cells.items():
-                found = samples.get((cell.run.key, cell.benchmark))
-                if found and found.values:
-                    # Items only pair up when the data file is the same: the sample id is namespaced by its hash.
-                    data = cell.run.record.benchmarks[cell.benchmark].data_sha256[:16]
-                    values = {f"{data}:{sid}": v for sid, v in found.values.items()}
-                    columns.setdefault(column, {})[row.id] = (values, found.binary)
-        if not columns:
-            continue
-        rows, stats = paired_tables(columns, n_boot)
-        for baseline in rows:
-            site.write_data(stage, f"data/pairs/{baseline}.js", "pairs", baseline,
-                            pairs_for_baseline(rows, stats, baseline))
-            written.add(baseline)
-    return written
+def _pair_columns(table: SuiteTable, samples: dict[tuple[str, str], CellSamples]) -> Columns:
+    """Column id -> row id -> (sample id -> value, all-binary) for the rows of ``table`` with samples."""
+    columns: Columns = {}
+    for row in table.rows:
+        for column, cell in row.cells.items():
+            found = samples.get((cell.run.key, cell.benchmark))
+            if found and found.values:
+                # Items only pair up when the data file is the same: the sample id is namespaced by its hash.
+                data = cell.run.record.benchmarks[cell.benchmark].data_sha256[:16]
+                values = {f"{data}:{sid}": v for sid, v in found.values.items()}
+                columns.setdefault(column, {})[row.id] = (values, found.binary)
+    return columns
 
 
 def _write_runs(runs: list[LoadedRun], samples: dict[tuple[str, str], CellSamples], stage: Path) -> dict[str, str]:

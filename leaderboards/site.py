@@ -9,7 +9,9 @@ Layout of a site::
     data/index.js              DARE.register("index", ...): every suite's rows and cells (no samples)
     data/runs/<run>.js         one run's full record and training curve charts (loaded on demand)
     data/samples/<run>/<b>.js  one cell's samples (loaded on demand by the viewer)
-    data/pairs/<row>.js        paired statistics of every row against that row as baseline
+    data/pairs/<suite>/<c>.js  one column's pair data, linear in the rows (pairdata.py): per-item values,
+                               resampled totals; the page pairs a chosen baseline from them (assets/pairs.js)
+    data/pairs/<row>.js        the build's own --baseline row's pairs, precomputed (the default view)
     leaderboard.csv/.json      exports
 
 Data files are JavaScript calling ``DARE.register`` rather than JSON read with ``fetch()``: a
@@ -34,7 +36,7 @@ from .samples import register_call
 log = logging.getLogger(__name__)
 
 MARKER = ".dare-leaderboard"
-SCRIPTS = ("core.js", "table.js", "viewer.js")
+SCRIPTS = ("core.js", "pairs.js", "table.js", "viewer.js")
 
 
 def write_data(site: Path, relative: str, kind: str, key: str, payload: Any) -> int:

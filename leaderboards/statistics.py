@@ -14,6 +14,9 @@ where absent) and ``M[R, N]`` (present). Rows a and b pair up on ``r = M_a & M_b
 The suite mean's delta averages the per-benchmark deltas; its interval combines the per-benchmark
 bootstrap intervals as independent normal errors (as the table's own mean column does). Pairs never
 form across different data files: the caller namespaces sample ids by data hash.
+
+This module is the spec. The build pairs no two rows itself: it writes per-column data linear in the rows,
+from which the page computes a chosen baseline's pairs with this algebra (pairdata.py, assets/pairs.js).
 """
 
 from __future__ import annotations
@@ -58,7 +61,13 @@ class Column:
         self.missing_ids = [np.flatnonzero(~row) for row in self.mask]
 
 
-def _column(per_row: dict[int, tuple[dict[str, float], bool]], n_boot: int, seed: str) -> Column:
+def union_arrays(per_row: dict, n_boot: int, seed: str
+                 ) -> tuple[list, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One benchmark's rows over the sorted union of N sample ids: ``(rows, values[R, N], mask[R, N],
+    binary[R], weights[B, N])``; ``per_row``: row -> (sample id -> value, all-binary), rows sorted.
+
+    ``weights`` is the seeded multinomial resampling of the union (it depends on N and ``seed`` only).
+    """
     rows = sorted(per_row)
     ids = sorted({sid for r in rows for sid in per_row[r][0]})
     position = {sid: i for i, sid in enumerate(ids)}
@@ -70,7 +79,12 @@ def _column(per_row: dict[int, tuple[dict[str, float], bool]], n_boot: int, seed
         mask[i, cols] = True
     n = len(ids)
     weights = _seeded(seed).multinomial(n, np.full(n, 1.0 / n), size=n_boot).astype(float)
-    return Column(np.array(rows), values, mask, np.array([per_row[r][1] for r in rows]), weights)
+    return rows, values, mask, np.array([per_row[r][1] for r in rows], dtype=bool), weights
+
+
+def _column(per_row: dict[int, tuple[dict[str, float], bool]], n_boot: int, seed: str) -> Column:
+    rows, values, mask, binary, weights = union_arrays(per_row, n_boot, seed)
+    return Column(np.array(rows), values, mask, binary, weights)
 
 
 def bootstrap_deltas(col: Column, block_floats: float = 2e7) -> Iterator[tuple[int, np.ndarray]]:
@@ -193,10 +207,19 @@ def pairs_for_baseline(rows: list[str], tables: dict[str, dict[str, np.ndarray]]
         column = np.stack([stats[name][:, b] for name in STATS], axis=1)  # [R, 5]
         present = ~np.isnan(column[:, 0])
         present[b] = False
-        rounded = column[present]
-        rounded[:, :3] = np.round(rounded[:, :3], 6) + 0.0  # + 0.0 turns -0.0 into 0.0
-        for a, values in zip(np.flatnonzero(present), rounded.tolist()):
-            values[3] = float(f"{values[3]:.6g}")  # p-values keep significant digits, not decimals
-            values[4] = int(values[4])
-            result.setdefault(rows[a], {})[bench] = [None if math.isnan(v) else v for v in values]
+        for a, values in zip(np.flatnonzero(present), rounded(column[present])):
+            result.setdefault(rows[a], {})[bench] = values
     return result
+
+
+def rounded(stats: np.ndarray) -> list[list]:
+    """``[k, 5]`` rows of :data:`STATS` as shown: 6 decimals for delta, lo, hi; 6 significant digits
+    for p; an int n; None for NaN."""
+    stats = stats.copy()
+    stats[:, :3] = np.round(stats[:, :3], 6) + 0.0  # + 0.0 turns -0.0 into 0.0
+    out = []
+    for values in stats.tolist():
+        values[3] = float(f"{values[3]:.6g}")  # p-values keep significant digits, not decimals
+        values[4] = int(values[4])
+        out.append([None if math.isnan(v) else v for v in values])
+    return out

@@ -4,7 +4,7 @@
 "use strict";
 
 var DARE = (function () {
-  var store = { index: {}, run: {}, samples: {}, pairs: {} };
+  var store = { index: {}, run: {}, samples: {}, pairs: {}, columns: {} };
   var pending = {};
 
   function register(kind, key, payload) {

@@ -317,10 +317,27 @@
     var base = suite.rows.filter(function (r) { return r.id === state.baseline; })[0];
     if (!base || !base.pairs) return;
     var hash = location.hash;
-    DARE.load("pairs", base.id, "data/pairs/" + base.id + ".js").then(function (pairs) {
+    pairsAgainst(suite, base.id).then(function (pairs) {
       if (location.hash === hash) render(state, suite, pairs);  // a newer view may have replaced this one
     });
   };
+
+  /* The build precomputes its own baseline's pairs; any other baseline's are computed here from the
+   * suite's per-column data (every column: the suite mean needs them all). */
+  function pairsAgainst(suite, baseline) {
+    if (suite.pairs.precomputed.indexOf(baseline) >= 0) {
+      return DARE.load("pairs", baseline, "data/pairs/" + baseline + ".js");
+    }
+    if (DARE.store.pairs[baseline]) return Promise.resolve(DARE.store.pairs[baseline]);
+    var ids = Object.keys(suite.pairs.columns);
+    return Promise.all(ids.map(function (id) {
+      return DARE.load("columns", suite.pairs.columns[id], suite.pairs.columns[id]);
+    })).then(function (loaded) {
+      var columns = {};
+      ids.forEach(function (id, i) { columns[id] = loaded[i]; });
+      return DARE.pairs.forBaseline(columns, baseline);
+    });
+  }
 
   function renderSkipped(skipped) {
     var box = $("skipped");

@@ -10,6 +10,7 @@ import pytest
 from dare.leaderboards.build import BuildReport, build_site
 
 from .leaderboard_fixtures import build_standard_fixture, read_data
+from .pair_reference import reference_pairs
 
 
 class BuiltSite:
@@ -25,6 +26,10 @@ class BuiltSite:
 
     def rows(self, suite: str, model: str) -> list[dict]:
         return [r for r in self.suite(suite)["rows"] if r["model"] == model]
+
+    def reference_pairs(self, suite: str, baseline: str, n_boot: int = 1000) -> dict:
+        """statistics.py's all-pairs tables (the spec) against ``baseline``, from the run records."""
+        return reference_pairs(self.root / "runs", suite, baseline, "llada-8b-instruct", n_boot)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ benchmarks/leaderboard_picture.py).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from .leaderboard_fixtures import RunSpec, read_data, write_run
+from .pair_reference import assert_pairs_match, reference_pairs
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 CHROMIUM = os.environ.get("DARE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -68,6 +70,56 @@ def visible_models(page) -> list[str]:
 
 def model_row(page, model: str):
     return page.locator("#table tbody tr", has=page.locator("td.model .name", has_text=model)).first
+
+
+def page_pairs(page, baseline: str) -> dict:
+    """The pairs the page holds for ``baseline`` (computed there, or the build's precomputed file)."""
+    return page.evaluate("id => DARE.store.pairs[id]", baseline)
+
+
+def test_pairs_the_page_computes_equal_the_all_pairs_statistics(page, built):
+    """Baselines that are not the build's: a complete row, a partial run (half the items of two of three
+    benchmarks) and a row on another math500 data file; rows that miss items pair on the shared ones."""
+    compared = 0
+    for suite, model in (("math", "llada-8b-d1"), ("math", "llada-8b-spg"), ("math", "sdar-1.7b-chat"),
+                         ("planning", "tiny-llada")):
+        row = built.rows(suite, model)[0]
+        open_board(page, built, f"#suite={suite}&baseline={row['id']}")
+        sync_api.expect(page.locator("tr.baseline td.model .name")).to_have_text(model)
+        page.wait_for_selector("td.delta:not(.unpaired)")
+        got = page_pairs(page, row["id"])
+        compared += assert_pairs_match(got, built.reference_pairs(suite, row["id"]))
+        for other, stats in got.items():  # the cells show those numbers, in points with one decimal
+            for column, (delta, *_rest) in stats.items():
+                where = "td.mean" if column == "_mean" else f'td[data-column="{column}"]'
+                text = page.locator(f'tr[data-row="{other}"] {where} .v').inner_text()
+                shown = float(text.removeprefix("Δ ").removesuffix(" *").replace("−", "-"))
+                assert abs(shown - 100 * delta) <= 0.05 + 1e-9, (other, column, text, delta)
+    assert compared > 60
+
+
+def test_pairs_of_averaged_scores_get_an_interval_and_no_mcnemar(page, tmp_path):
+    """Two generations per item (pass@1 averages them: 0, 0.5 or 1): not 0/1 verdicts, so no McNemar."""
+    from dare.leaderboards.build import build_site
+
+    specs = [RunSpec(f"k2-{i}", "math", f"model-{i}", {"gsm8k": 40}, skill, used_fraction=fraction)
+             for i, (skill, fraction) in enumerate(((0.5, 1.0), (0.7, 1.0), (0.6, 0.5)))]
+    for spec in specs:
+        samples = write_run(tmp_path / "runs", spec) / "samples.jsonl"
+        lines = [json.loads(line) for line in samples.read_text().splitlines()]
+        second = [{**line, "index": 1, "passed": not line["passed"] if i % 3 else line["passed"]}
+                  for i, line in enumerate(lines)]
+        samples.write_text("".join(json.dumps(line) + "\n" for line in lines + second))
+    report = build_site([tmp_path / "runs"], tmp_path / "site", n_boot=200)
+    index = read_data(report.out / "data" / "index.js")
+    rows = {r["model"]: r["id"] for r in index["suites"][0]["rows"]}
+    page.goto((report.out / "index.html").as_uri() + f"#baseline={rows['model-2']}")
+    page.wait_for_selector("td.delta:not(.unpaired)")
+    got = page_pairs(page, rows["model-2"])
+    want = reference_pairs(tmp_path / "runs", "math", rows["model-2"], n_boot=200)
+    assert assert_pairs_match(got, want) == 4
+    assert all(stats[3] is None for pairs in got.values() for stats in pairs.values())
+    assert {stats["gsm8k"][4] for stats in got.values()} == {20}
 
 
 def test_board_loads_offline_with_deltas_against_the_flag_baseline(page, built):
@@ -155,7 +207,8 @@ def test_baseline_toggle_turns_cells_into_paired_deltas(page, built):
     model_row(page, "llada-8b-d1").locator('input[type="radio"]').check()
     page.wait_for_selector("td.delta")
     assert page.locator("tr.baseline td.model .name").inner_text() == "llada-8b-d1"
-    pairs = read_data(built.site / "data" / "pairs" / f"{d1['id']}.js")
+    assert not (built.site / "data" / "pairs" / f"{d1['id']}.js").exists(), "only the build's baseline is precomputed"
+    pairs = page_pairs(page, d1["id"])
     base_a = model_row(page, "llada-8b-instruct")
     delta = pairs[built.rows("math", "llada-8b-instruct")[0]["id"]]["gsm8k"]
     text = base_a.locator('td[data-bench="gsm8k"] .v').inner_text()
