@@ -27,6 +27,7 @@ from typing import Any
 
 from .engine import EngineBase, EngineContext, GenerationRequest
 from .errors import InputError
+from .oom import MemoryReport
 from .options import DecoderInfo, capabilities
 from .records import DecodingConfig, Execution, Generation, ModelInfo
 from .registry import engines
@@ -78,14 +79,16 @@ class _EngineReplica:
             pass
         self.engine = engines.get(engine_name)(ctx)
 
-    def ready(self, *warm_up: Any) -> int:
-        """The pid, once ``warm_up`` (a method and its arguments: the run's ``prepare``) has run, if any."""
+    def ready(self, *warm_up: Any) -> MemoryReport:
+        """This worker's pid and memory, once ``warm_up`` (a method and its arguments: the run's ``prepare``)
+        has run, if any."""
         if warm_up:
             self.call(*warm_up)
-        return os.getpid()
+        return MemoryReport.now()
 
-    def call(self, method: str, *args: Any) -> Any:
-        return getattr(self.engine, method)(*args)
+    def call(self, method: str, *args: Any) -> tuple[Any, MemoryReport]:
+        """The engine's answer, and the memory this worker holds after it (named if it later dies)."""
+        return getattr(self.engine, method)(*args), MemoryReport.now()
 
 
 class ParallelEngine(EngineBase):

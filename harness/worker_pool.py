@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import DareError
+from .oom import MemoryReport, death_cause
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,17 @@ class _Slot:
     index: int
     actor: Any
     started: Any
-    """The ``ready()`` call's ObjectRef: it resolves to the pid when the actor is up and warmed up."""
+    """The ``ready()`` call's ObjectRef: it resolves to a MemoryReport when the actor is up and warmed up."""
     pid: int | None = None
+    memory: MemoryReport | None = None
+    """What the actor said of its memory with its last answer (for naming its death)."""
 
 
 class WorkerPool:
-    """``size`` actors made by ``new_actor()``, each with ``ready(*warm_up)`` (returns its pid once it has run
-    ``warm_up``, a method and its arguments, if given) and ``call(method, *args)``; the constructor returns
-    once all have started. A replacement runs :attr:`warm_up` before it takes a job."""
+    """``size`` actors made by ``new_actor()``, each with ``ready(*warm_up)`` (returns a :class:`MemoryReport`,
+    its pid among it, once it has run ``warm_up``, a method and its arguments, if given) and ``call(method,
+    *args)`` (returns the answer and a MemoryReport); the constructor returns once all have started. A
+    replacement runs :attr:`warm_up` before it takes a job."""
 
     def __init__(self, new_actor: Callable[[], Any], size: int, restart_budget: int, what: str = "evaluation worker"):
         import ray
@@ -98,7 +102,7 @@ class WorkerPool:
                 continue
             slot, job = running.pop(done)
             try:
-                answers[job] = self._get(done)
+                answers[job], slot.memory = self._get(done)
             except self._deaths as exc:
                 queue.appendleft(job)  # first in line, so the batch's order of work is kept
                 self._replace(slot, exc)
@@ -131,7 +135,8 @@ class WorkerPool:
                 return ready[0], None
             slot = starting[ready[0]]
             try:
-                slot.pid = self._get(slot.started)
+                slot.memory = self._get(slot.started)
+                slot.pid = slot.memory.pid
             except self._deaths as exc:  # died while starting: it counts as a death like any other
                 self._replace(slot, exc)
                 continue
@@ -139,17 +144,17 @@ class WorkerPool:
             return None, slot
 
     def _replace(self, slot: _Slot, exc: Exception) -> None:
-        why = type(exc).__name__
+        why = death_cause(slot.memory, exc)
         if self.restarts >= self.restart_budget:
-            raise WorkerDiedError(f"{self.what} {slot.index} of {self.size} died ({why}) with the restart budget "
-                                  f"spent ({self.restarts} of {self.restart_budget}, --worker-restarts); {RESUME}")
+            raise WorkerDiedError(f"{self.what} {slot.index} of {self.size} {why}; the restart budget is spent "
+                                  f"({self.restarts} of {self.restart_budget}, --worker-restarts); {RESUME}")
         self.restarts += 1
-        log.warning("%s %d of %d died (%s); replacing it (restart %d of %d) and running its unfinished work again",
+        log.warning("%s %d of %d %s; replacing it (restart %d of %d) and running its unfinished work again",
                     self.what, slot.index, self.size, why, self.restarts, self.restart_budget)
         with suppress(Exception):  # reported dead but perhaps only unreachable: never leave a second copy running
             self._ray.kill(slot.actor, no_restart=True)
         new = self._start(slot.index)
-        slot.actor, slot.started, slot.pid = new.actor, new.started, None
+        slot.actor, slot.started, slot.pid, slot.memory = new.actor, new.started, None, None
 
     def _get(self, ref: Any) -> Any:
         try:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from ..oom import high_water_kib
+
 log = logging.getLogger(__name__)
 
 _READY = "ready"
@@ -190,15 +192,6 @@ class DeadlinePool:
             for worker in self._idle:
                 worker.stop()
             self._idle.clear()
-
-
-def high_water_kib() -> int:
-    """This process's peak resident memory in KiB (``VmHWM``), 0 where /proc does not say."""
-    try:
-        with open("/proc/self/status") as stream:
-            return next((int(line.split()[1]) for line in stream if line.startswith("VmHWM:")), 0)
-    except OSError:
-        return 0
 
 
 def death(worker: _Worker, memory_mb: int | None) -> str:

@@ -140,7 +140,7 @@ def test_past_the_budget_one_line_cache_kept_and_rerun_identical(undisturbed, tm
     args = [*ARGS, "--out", str(tmp_path), "--worker-restarts", "1"]
     assert cli.main(args) == 1
     err = [line for line in capfd.readouterr().err.splitlines() if "replacing it" not in line]
-    assert len(err) == 1 and "restart budget spent (1 of 1" in err[0] and "rerun the same command" in err[0], err
+    assert len(err) == 1 and "restart budget is spent (1 of 1" in err[0] and "rerun the same command" in err[0], err
     partial = json.loads((run_dir(tmp_path) / "run.json").read_text())
     assert partial["status"] == "partial" and partial["execution"]["worker_restarts"] == 1
     assert partial["counts"]["sudoku"]["generated"] == 2 * BATCH  # batches 1 and 2 were cached before the 2nd death
