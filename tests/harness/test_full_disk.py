@@ -146,3 +146,50 @@ def test_a_torn_cache_line_is_ignored_and_regenerated(tmp_path, plugin, undistur
     counts = json.loads((run_dir / "run.json").read_text())["counts"]["sudoku"]
     assert counts["generated"] == 1 and counts["cached"] == TOTAL - 1
     assert (run_dir / "samples.jsonl").read_bytes() == undisturbed
+
+
+TRIALS = 20
+
+
+@pytest.mark.extended
+def test_seeded_full_disk_trials(small_disk, plugin, undisturbed):
+    """20 seeded trials: an even trial leaves 0 to 23 free pages of the tmpfs (ENOSPC), an odd one caps the file
+    size at 0 to 48 KB (EFBIG), so the write that fails is a cache line, samples.jsonl, run.json or a run
+    directory's first file, as the seed falls. Each stops in one line with exit 74, keeps whole cache lines
+    only, and the rerun with room resumes to the undisturbed samples.jsonl, each request generated once."""
+    import random
+
+    failed_at: dict[str, int] = {}
+    for trial in range(TRIALS):
+        rng = random.Random(trial)
+        out = small_disk / "runs"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        filler, limit = small_disk / "filler", None
+        if trial % 2 == 0:
+            with open(filler, "wb") as f:
+                f.write(b"\0" * max(0, shutil.disk_usage(small_disk).free - 4096 * rng.randrange(24)))
+        else:
+            limit = rng.randrange(48 * 1024)
+        proc = subprocess.run([sys.executable, "-m", "dare.harness.cli", "--no-progress", *_args(out)],
+                              capture_output=True, text=True, env={**os.environ, **plugin},
+                              preexec_fn=_file_size_limit(limit) if limit is not None else None)
+        line = _one_error_line(proc)
+        assert line.startswith("dare-eval: error: ") and "rerun the same command to resume" in line, line
+        assert "no space left to write " in line or "over this process's file-size limit" in line, line
+        path = Path(line.split(" to write " if "no space" in line else "cannot write ", 1)[1].split(":")[0])
+        where = path.parent.name if path.parent.parent.name == ".cache" else path.name  # a cache, or a file
+        failed_at[where] = failed_at.get(where, 0) + 1
+        for kind in ("generations", "verdicts"):
+            for cache in (out / ".cache" / kind).glob("*.jsonl"):
+                assert all(json.loads(x) for x in cache.read_text().splitlines()), (trial, cache)
+        filler.unlink(missing_ok=True)
+        rerun = dare_eval(*_args(out), env=plugin)
+        assert rerun.returncode == 0, (trial, rerun.stderr)
+        run_dir = Path(rerun.stdout.strip().splitlines()[-1])
+        assert (run_dir / "samples.jsonl").read_bytes() == undisturbed, trial
+        for kind in ("generations", "verdicts"):
+            keys = jsonl_keys(out / ".cache" / kind)
+            assert len(keys) == len(set(keys)) == TOTAL, (trial, kind)
+    print(f"\n{TRIALS} trials; the write that failed, by file: {failed_at}")
+    assert len(failed_at) >= 2  # the seeds reach more than one writer
