@@ -92,6 +92,13 @@ def safe_point() -> None:
                       f"(grace {_state.grace_s:g} s)")
 
 
+def dropped(why: str) -> Stopped:
+    """The stop of a run whose work in flight was lost to the signal itself (``why``: what was lost): a
+    scheduler's SIGTERM to the whole job also ends the run's worker processes."""
+    waited = time.monotonic() - _state.at
+    return Stopped(f"stopped by {_state.signal_name()} {waited:.1f} s after the signal; {why}")
+
+
 def _hard_exit(signum: int) -> None:
     os.write(2, f"stopped at once by {signal.Signals(signum).name}: the grace period is over and the run did not "
                 "return; finished work is saved, rerun the same command to resume\n".encode())

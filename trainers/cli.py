@@ -30,6 +30,7 @@ from dare.harness.cliutil import (
 )
 from dare.harness.errors import ConfigError
 from dare.harness.overrides import Grammar, Section, Vocabulary
+from dare.harness.parallel import DEFAULT_WORKER_RESTARTS
 from dare.harness.registry import Registry, advantages, algorithms, did_you_mean, estimators, losses
 from dare.harness.rundir import check_writable, slug
 
@@ -54,6 +55,9 @@ def build_parser() -> Parser:
     p.add_argument("--nnodes", type=int, help="with --engine verl: Ray nodes (start them with `ray start`; default 1)")
     p.add_argument("--gpus-per-node", type=int,
                    help="with --engine verl: workers per node (default: all GPUs, or 2 CPU workers)")
+    p.add_argument("--worker-restarts", type=int, metavar="N",
+                   help="with --engine verl: dead training workers replaced from the last checkpoint before the run "
+                   f"stops (default {DEFAULT_WORKER_RESTARTS})")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="runs/train", help="directory of training runs (default runs/train)")
     p.add_argument("--run-name", help="run directory name (default from algo, suite, model, seed); reruns resume it")
@@ -152,7 +156,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> Path:
     flags.update({k: v for k, v in dict(algorithm=args.algo, suite=args.suite, model=args.model,
                                         model_path=args.model_path, steps=args.steps, seed=args.seed,
                                         engine=args.engine, device=args.device, eval_limit=args.eval_limit,
-                                        grace_s=args.grace).items()
+                                        grace_s=args.grace, worker_restarts=args.worker_restarts).items()
                   if v is not None})
     if args.no_eval:
         flags["evaluate"] = False

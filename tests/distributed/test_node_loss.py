@@ -1,14 +1,25 @@
-"""A machine lost mid-run: a two-node Ray cluster on this machine (a head and a second node, each with its own raylet
-and one CPU, so dare-eval --workers 2 puts one worker on each; Ray's ``cluster_utils.Cluster`` starts the processes
-``ray start --head`` and ``ray start --address`` would), attached to as a user would (RAY_ADDRESS). Every
-process of the second node is SIGKILLed after the first batch is cached; its worker's replacement has nowhere to
-go, so the head's worker takes the lost shard and the rest, and samples.jsonl is the undisturbed run's."""
+"""A machine lost mid-run: a two-node Ray cluster on this machine (a head and a second node, each with its own raylet;
+Ray's ``cluster_utils.Cluster`` starts the processes ``ray start --head`` and ``ray start --address`` would),
+attached to as a user would (RAY_ADDRESS). Every process of the second node is SIGKILLed mid-run.
+
+* Evaluation (one CPU a node, so dare-eval --workers 2 puts one worker on each): the lost worker's replacement has
+  nowhere to go, so the head's worker takes the lost shard and the rest; samples.jsonl is the undisturbed run's.
+* Training (dare-train --engine verl --nnodes 2 --gpus-per-node 1, a head with room for both ranks): the group
+  starts spread over the two nodes, the second node is lost in step 3's update, and the group restarts on the head
+  from the step-2 checkpoint; weights and metrics are the undisturbed run's."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import random
+import signal
+import threading
+import time
 
 import pytest
+import torch
 
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
@@ -17,7 +28,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from dare.harness import cli  # noqa: E402
 
-from .test_worker_restarts import ARGS, KillSchedule, once_each, run_dir  # noqa: E402
+from .test_worker_restarts import ARGS, BATCHES, TRIALS, KillSchedule, once_each, run_dir  # noqa: E402
 
 pytestmark = [pytest.mark.extended, pytest.mark.timeout(600)]
 # Ray declares a node dead after missed health checks (about 15 s by default); faster here, so the test is short
@@ -25,11 +36,13 @@ HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_failure_threshold"
 
 
 @pytest.fixture
-def two_nodes(monkeypatch):
+def two_nodes(monkeypatch, request):
+    """Head and second node, one CPU each (``head_cpus`` by indirect parametrisation)."""
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     if ray.is_initialized():
         ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+    head_cpus = getattr(request, "param", 1)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": head_cpus, "include_dashboard": False,
                                                             "_system_config": HEALTH_CHECKS})
     try:
         second = cluster.add_node(num_cpus=1, include_dashboard=False)
@@ -48,31 +61,135 @@ def on_node(node, pids: list[int]) -> list[int]:
     return [p for p in pids if p in mine]
 
 
-class LoseNodeAfterBatch(KillSchedule):
-    def __init__(self, cluster, node):
+def lose(cluster, node, pids: list[int]) -> None:
+    """The machine is gone: its raylet and other processes (``remove_node``) and its workers, all at once (a
+    worker whose raylet died would otherwise keep answering the driver directly until it noticed)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    cluster.remove_node(node, allow_graceful=False)
+
+
+class LoseNode(KillSchedule):
+    """At progress point ``point`` (0: before batch 1; p: batch p cached), SIGKILL every process of ``node``, at
+    once or ``delay`` seconds later from a thread (so the loss lands while the next batch decodes)."""
+
+    def __init__(self, cluster, node, point: int, delay: float):
         super().__init__({})
-        self.cluster, self.node = cluster, node
+        self.cluster, self.node, self.at, self.delay = cluster, node, point, delay
         self.lost: list[int] = []
 
-    def update(self, n: int) -> None:
-        self.point += 1
-        if self.point == 1:
-            self.lost = on_node(self.node, self.engine.worker_pids())
-            self.cluster.remove_node(self.node, allow_graceful=False)  # SIGKILL to every process of the node
+    def _at(self, point: int) -> None:
+        if point != self.at:
+            return
+        self.lost = on_node(self.node, self.engine.worker_pids())
+        if self.delay == 0:
+            lose(self.cluster, self.node, self.lost)
+            return
+        thread = threading.Thread(target=lambda: (time.sleep(self.delay), lose(self.cluster, self.node, self.lost)))
+        thread.start()
+        self.threads.append(thread)
 
 
-def test_a_lost_node_leaves_the_run_to_finish_on_the_head(two_nodes, tmp_path, monkeypatch):
+def test_seeded_node_losses_leave_the_run_to_finish_on_the_head(two_nodes, tmp_path, monkeypatch):
+    """20 seeded trials: a fresh second node each, lost before batch 1 or after a cached batch, at once or a
+    seeded moment into the next batch; every run finishes on the head with the undisturbed samples.jsonl."""
     cluster, second = two_nodes
     undisturbed = tmp_path / "undisturbed"
     assert cli.main([*ARGS, "--out", str(undisturbed), "--no-progress"]) == 0
+    expected = (run_dir(undisturbed) / "samples.jsonl").read_bytes()
+    seconds = []
+    for trial in range(TRIALS):
+        rng = random.Random(trial)
+        if trial:  # the previous trial's node is gone: a new machine joins
+            second = cluster.add_node(num_cpus=1, include_dashboard=False)
+            cluster.wait_for_nodes()
+        point = rng.randrange(BATCHES)
+        delay = rng.choice([0.0, rng.uniform(0.05, 0.5)]) if point < BATCHES - 1 else 0.0
+        losing = LoseNode(cluster, second, point, delay)
+        monkeypatch.setattr(cli, "progress_bars", lambda enabled, losing=losing: losing.bar)
+        out = tmp_path / f"trial{trial}"
+        began = time.monotonic()
+        assert cli.main([*ARGS, "--out", str(out)]) == 0, (trial, point, delay)
+        seconds.append(time.monotonic() - began)
+        assert len(losing.lost) == 1, (trial, point)  # one of the two workers ran on the node that was lost
+        assert (run_dir(out) / "samples.jsonl").read_bytes() == expected, (trial, point, delay)
+        once_each(out)
+        record = json.loads((run_dir(out) / "run.json").read_text())
+        assert record["status"] == "complete" and record["execution"]["worker_restarts"] == 1, (trial, point)
+        assert [n["Alive"] for n in ray.nodes()].count(True) == 1  # the run went on with the head alone
+    print(f"\n{TRIALS} node losses, {min(seconds):.1f}-{max(seconds):.1f} s a run")
 
-    losing = LoseNodeAfterBatch(cluster, second)
-    monkeypatch.setattr(cli, "progress_bars", lambda enabled: losing.bar)
-    out = tmp_path / "lost"
-    assert cli.main([*ARGS, "--out", str(out)]) == 0
-    assert len(losing.lost) == 1  # one of the two workers ran on the node that was lost
-    assert (run_dir(out) / "samples.jsonl").read_bytes() == (run_dir(undisturbed) / "samples.jsonl").read_bytes()
-    once_each(out)
-    record = json.loads((run_dir(out) / "run.json").read_text())
-    assert record["status"] == "complete" and record["execution"]["worker_restarts"] == 1
-    assert [n["Alive"] for n in ray.nodes()].count(True) == 1  # the run went on with the head alone
+
+@pytest.mark.parametrize("two_nodes", [2], indirect=True)
+def test_a_lost_node_mid_training_restarts_the_group_on_the_head(two_nodes, tmp_path, monkeypatch):
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from dare.trainers.cli import main
+    from dare.trainers.verl import recovery
+    from dare.trainers.verl import trainer as trainer_module
+    from dare.trainers.verl.trainer import VerlTrainer
+
+    from .test_verl_restarts import STEPS, _rows, _weights
+    from .vowels import vowel_benchmarks
+
+    cluster, second = two_nodes
+    ray.init(address=cluster.address)
+    head = cluster.head_node.node_id
+    placed, lost = [], []
+    call, start = VerlTrainer._call, trainer_module.start_worker_group  # before they are patched
+
+    class Spread:
+        """Holds one head CPU while a group is placed, so its two ranks land on the two nodes; at driver call
+        ``lose_at`` (step 3's update) the second node is SIGKILLed, leaving the head room for the whole
+        restarted group."""
+
+        def __init__(self, lose_at: int | None):
+            self.calls, self.lose_at = 0, lose_at
+
+        def start_group(self, placement, kwargs):
+            if lost:
+                return start(placement, kwargs)
+            hold = ray.remote(num_cpus=1)(Holder).options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)).remote()
+            ray.get(hold.ready.remote())
+            try:
+                group = start(placement, kwargs)
+                placed.append(on_node(second, [info["pid"] for info in group.rank_info()]))
+            finally:
+                ray.kill(hold)
+            return group
+
+        def __call__(self, trainer, stage, method, *args):
+            if method != "init_model":
+                self.calls += 1
+            if self.calls == self.lose_at and not lost:
+                lost.append(on_node(second, [info["pid"] for info in trainer.worker_info]))
+                lose(cluster, second, lost[0])
+            return call(trainer, stage, method, *args)
+
+    from dare.backends.models.tiny import write_tiny_checkpoint
+
+    ckpt = write_tiny_checkpoint("llada", tmp_path / "llada", seed=5)
+    common = ["--model-path", str(ckpt), "--out", str(tmp_path), *STEPS, "--nnodes", "2", "--gpus-per-node", "1"]
+    with vowel_benchmarks(tmp_path, monkeypatch):
+        monkeypatch.setattr(VerlTrainer, "_call", lambda self, *a: spread(self, *a))
+        monkeypatch.setattr(trainer_module, "start_worker_group", lambda *a: spread.start_group(*a))
+        spread = Spread(None)
+        assert main([*common, "--run-name", "straight"]) == 0
+        spread = Spread(16)  # 5 calls a step (rollout, old and reference log-probs, update, memory report), 2
+        # to gather the step-2 checkpoint: the 16th is step 3's update
+        assert main([*common, "--run-name", "lost"]) == 0
+    assert [len(p) for p in placed] == [1, 1]  # each run's first group had one rank on the second node
+    assert len(lost) == 1 and len(lost[0]) == 1
+    assert _rows(tmp_path / "lost") == _rows(tmp_path / "straight")
+    final, straight = (_weights(tmp_path / run / "checkpoints" / "step-000003") for run in ("lost", "straight"))
+    assert all(torch.equal(final[k], straight[k]) for k in straight)
+    [entry] = recovery.recorded(tmp_path / "lost")
+    assert entry["resumed_from_step"] == 2 and entry["step_in_flight"] == 3
+    assert [n["Alive"] for n in ray.nodes()].count(True) == 1
+
+
+class Holder:
+    def ready(self) -> bool:
+        return True

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dare.harness.config import catalog, load_yaml_model, validation_problems
 from dare.harness.errors import ConfigError, RegistryError
+from dare.harness.parallel import DEFAULT_WORKER_RESTARTS
 from dare.harness.registry import algorithms, did_you_mean
 from dare.harness.stopping import DEFAULT_GRACE_S
 
@@ -70,6 +71,9 @@ class TrainConfig(BaseModel):
     grace_s: float = Field(DEFAULT_GRACE_S, gt=0, allow_inf_nan=False,
                            description="after SIGTERM or Ctrl-C: seconds to finish the step in flight, checkpoint "
                            "it and exit 75 (a second signal, or the end of the grace, exits at once); execution only")
+    worker_restarts: int = Field(DEFAULT_WORKER_RESTARTS, ge=0, strict=True,
+                                 description="with --engine verl: dead training workers replaced (the whole group, "
+                                 "from the last checkpoint) before the run stops; execution only")
     decoding: dict[str, Any] = Field(default_factory=dict, description="DecodingConfig overrides (rollout and eval)")
     rollout_decoding: dict[str, Any] = Field(default_factory=dict, description="overrides for rollouts only "
                                              "(sampling temperature); they win over the algorithm's own rollout "
@@ -105,7 +109,8 @@ class TrainConfig(BaseModel):
         """The settings the fingerprint hashes (those off their defaults), for naming what differs."""
         return self.model_dump(mode="json", exclude_defaults=True,
                                exclude={"steps", "evaluate", "eval_limit", "device", "save_every", "keep_checkpoints",
-                                        "model_label", "threads", "deterministic", "grace_s"})
+                                        "model_label", "threads", "deterministic", "grace_s",
+                                        "worker_restarts"})
 
 
 def preset_names() -> list[str]:

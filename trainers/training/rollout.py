@@ -42,8 +42,10 @@ class Verifiers:
         return verdict.score if self.rule == "score" else self.get(spec).reward(verdict)
 
     def close(self) -> None:
+        """Close every verifier built so far; a later :meth:`get` builds a fresh one (a restarted fit loop)."""
         for v in self._built.values():
             v.close()
+        self._built.clear()
 
 
 def rollout_batch(engine: InProcessEngine, items: list[TrainItem], decoding: DecodingConfig, seed: int,

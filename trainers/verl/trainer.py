@@ -16,15 +16,17 @@ settings give the local trainer's rollouts, losses and parameters.
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from pathlib import Path
 
 import torch
 
+from dare.harness import stopping
 from dare.harness.errors import ConfigError
-from dare.harness.parallel import WorkerDiedError
 from dare.harness.registry import algorithms
+from dare.harness.worker_pool import WorkerDiedError
 
 from ..api import Algorithm
 from ..batch import RolloutBatch
@@ -32,6 +34,7 @@ from ..state import checkpoint as ckpt
 from ..training.config import TrainConfig, resolve_algorithm
 from ..training.rollout import batch_from_generations, rollout_requests
 from ..training.trainer import MAX_SKIPPED_UPDATES, LocalTrainer, TrainingError
+from . import recovery
 from .dataproto import object_array, to_dataproto
 from .launch import Placement, start_worker_group, stop_worker_group
 from .weightless import materialise, release, weightless_model
@@ -64,10 +67,22 @@ class VerlTrainer(LocalTrainer):
                               "change prompts_per_step / group_size or the number of workers")
         # the optimizer's own (weightless) parameter objects by name: checkpoints pack its state by them
         self.optimizer_params = {n: p for n, p in self.policy.named_parameters() if p.requires_grad}
+        self.restarts, self.group = 0, None
+        self._fresh_schedule = copy.deepcopy(self.scheduler.state_dict())  # a restart before any checkpoint
+        try:
+            self._start_group(resume)
+        except WorkerDiedError as died:  # before any work: nothing to restart from, nothing lost
+            stop_worker_group(self.group)
+            raise WorkerDiedError(f"{died.args[0]}; {recovery.RESUME}") from None
+
+    def _start_group(self, checkpoint: Path | None) -> None:
+        """A worker group holding ``checkpoint``'s weights and AdamW moments (the base model when None)."""
         self.group = start_worker_group(self.placement, {"device": self.placement.device})
-        self.worker_info = self._call("start-up", "init_model", self._worker_spec(resume or self.base_path))
-        if resume is not None:
-            self._call("start-up", "load_optimizer_state", self._saved_optimizer_state(resume))
+        self.worker_memory = None
+        self.worker_info = self._call("start-up", "init_model", self._worker_spec(checkpoint or self.base_path))
+        self.worker_memory = [info["memory"] for info in self.worker_info]
+        if checkpoint is not None:
+            self._call("start-up", "load_optimizer_state", self._saved_optimizer_state(checkpoint))
 
     # ------------------------------------------------------------ driver side holds no weights
     def _engine(self, engine_cls, path: Path, device: str, dtype: str):
@@ -115,13 +130,7 @@ class VerlTrainer(LocalTrainer):
         return {name: saved["state"].get(i, {}) for name, i in zip(self.optimizer_params, order)}
 
     def _call(self, stage: str, method: str, *args):
-        import ray
-
-        try:
-            return getattr(self.group, method)(*args)
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
-            raise WorkerDiedError(f"a verl training worker died during {stage} ({type(exc).__name__}); rerun "
-                                  "the same command to resume from the last checkpoint") from None
+        return recovery.call(self.group, stage, method, *args, memory=self.worker_memory)
 
     # ------------------------------------------------------------ stages on the workers
     def _rollout(self, items, seed: int, count_padding: bool):
@@ -167,7 +176,9 @@ class VerlTrainer(LocalTrainer):
     # ------------------------------------------------------------ checkpoints
     def step(self, step: int) -> dict:
         release(self.policy.net)  # the weights gathered for the previous checkpoint
-        return super().step(step)
+        row = super().step(step)
+        self.worker_memory = self._call("a memory report", "memory")  # names a later death out of memory
+        return row
 
     def _save(self, step: int) -> Path:
         self.gather_for_checkpoint()  # every checkpoint, the scheduled ones and a stop's
@@ -182,10 +193,40 @@ class VerlTrainer(LocalTrainer):
                 self.optimizer.state[param] = dict(state[name])
 
     def train(self) -> Path | None:
+        """The local fit loop; a dead worker replaces the group and reruns the steps since the last checkpoint
+        (:mod:`.recovery`), up to ``worker_restarts`` times (a death while the new group starts counts too)."""
         try:
-            return super().train()
+            while True:
+                try:
+                    if self.group is None:
+                        self._start_group(ckpt.latest(self.run_dir))
+                    return super().train()
+                except WorkerDiedError as died:
+                    if stopping.requested():  # a scheduler's SIGTERM to the whole job ends the workers too
+                        raise stopping.dropped(f"{died.args[0]}, so step {self._step + 1} was dropped") from None
+                    if self.restarts >= self.config.worker_restarts:
+                        raise recovery.over_budget(died, self.restarts, self.config.worker_restarts) from None
+                    self._rewind(died)
         finally:
-            stop_worker_group(self.group)
+            if self.group is not None:
+                stop_worker_group(self.group)
+
+    def _rewind(self, died: WorkerDiedError) -> None:
+        """Stop the group and take the driver (schedule, metrics, step) back to the last checkpoint."""
+        self.restarts += 1
+        in_flight, checkpoint = self._step + 1, ckpt.latest(self.run_dir)
+        log.warning("%s; restarting the worker group from %s (restart %d of %d)", died.args[0],
+                    checkpoint.name if checkpoint else "the base model", self.restarts, self.config.worker_restarts)
+        stop_worker_group(self.group)
+        self.group = None
+        state = ckpt.load_state(checkpoint) if checkpoint is not None else None
+        self.start_step = state["step"] if state else 0
+        self.scheduler.load_state_dict(state["scheduler"] if state else self._fresh_schedule)
+        self.metrics.truncate(self.start_step)
+        self._step, self._skipped = self.start_step, 0
+        recovery.record(self.run_dir, {"restart": self.restarts, "budget": self.config.worker_restarts,
+                                       "step_in_flight": in_flight, "resumed_from_step": self.start_step,
+                                       "cause": died.args[0]})
 
 
 def build(config: TrainConfig, run_dir: Path, nnodes: int | None = None,

@@ -39,6 +39,8 @@ from verl import DataProto
 from verl.single_controller.base import Worker
 from verl.single_controller.base.decorator import Dispatch, register
 
+from dare.harness.oom import MemoryReport
+
 log = logging.getLogger(__name__)
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -107,7 +109,12 @@ class DareWorker(Worker):
         self.micro_batch_size, self.grad_clip = spec["micro_batch_size"], spec["grad_clip"]
         sharded = sum(p.numel() for p in self.params if _is_dtensor(p))
         return {"rank": self.rank, "pid": os.getpid(), "sharded_params": sharded, "engine": self.engine.name,
-                "replicated_params": sum(p.numel() for p in self.params) - sharded}
+                "replicated_params": sum(p.numel() for p in self.params) - sharded, "memory": MemoryReport.now()}
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def memory(self) -> MemoryReport:
+        """This rank's pid, peak memory and OOM-kill count, so the driver can name its death (dare.harness.oom)."""
+        return MemoryReport.now()
 
     @contextmanager
     def _unsharded(self):

@@ -1,0 +1,103 @@
+"""Preemption of dare-train --engine verl, as a real process with its own local Ray cluster: SIGTERM to the driver
+lets the step in flight finish on the workers, checkpoints it (shards gathered) and exits 75; SIGTERM to the whole
+process group (what Slurm's scancel does to a job step) reaches the raylet and the workers too, and the run still
+stops in one line with exit 75, dropping at most the step in flight. Either way the rerun ends with the
+undisturbed run's weights, bit for bit, and its metrics; the time from signal to exit is within the grace."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+pytest.importorskip("verl")
+
+import torch  # noqa: E402
+from safetensors.torch import load_file  # noqa: E402
+
+from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
+from dare.trainers.cli import main  # noqa: E402
+
+pytestmark = [pytest.mark.extended, pytest.mark.timeout(900)]
+STEPS, GRACE_S, RUN = 4, 20.0, "stopped"
+ARGS = ["--algo", "d1", "--suite", "sudoku", "--steps", str(STEPS), "--no-eval", "--no-progress", "--engine", "verl",
+        "--grace", str(GRACE_S)]
+for _setting in ("save_every=100", "prompts_per_step=2", "group_size=2", "micro_batch_size=1", "decoding.gen_length=8",
+                 "decoding.steps=8", "decoding.block_length=4", "lr=1e-2", "algo.inner_steps=2",
+                 "rollout.temperature=1.0"):
+    ARGS += ["--set", _setting]
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(x).items() if k not in ("time", "cpu_s")} for x in lines]
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    final = run_dir / "checkpoints" / f"step-{STEPS:06d}"
+    return {k: v for f in sorted(final.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+
+
+@pytest.fixture(scope="module")
+def undisturbed(ray_cluster, tmp_path_factory):
+    root = tmp_path_factory.mktemp("verl-stop")
+    ckpt = write_tiny_checkpoint("llada", root / "llada", seed=6)
+    assert main(["--model-path", str(ckpt), "--out", str(root), "--run-name", "straight", *ARGS]) == 0
+    return ckpt, root / "straight"
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def _stop(argv: list[str], run_dir: Path, delay: float, group: bool) -> tuple[int, str, float]:
+    """Run ``argv`` in its own session; once it has logged one more step and ``delay`` s more have passed,
+    SIGTERM the driver (or its whole process group). Returns the exit code, stderr and seconds to exit."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    metrics = run_dir / "metrics.jsonl"
+    after = _lines(metrics) + 1
+    while _lines(metrics) < after:
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    time.sleep(delay)
+    began = time.monotonic()
+    if group:
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    return proc.returncode, err, time.monotonic() - began
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["driver", "process-group"])
+def test_sigterm_stops_in_one_line_and_the_rerun_matches(undisturbed, tmp_path, group):
+    ckpt, straight = undisturbed
+    argv = [sys.executable, "-m", "dare.trainers.cli", "--model-path", str(ckpt), "--out", str(tmp_path),
+            "--run-name", RUN, *ARGS]
+    run_dir, times = tmp_path / RUN, []
+    for seed in range(2):
+        rng = random.Random(seed + 10 * group)
+        code, err, took = _stop(argv, run_dir, rng.uniform(0.0, 0.3), group)
+        lines = [line for line in err.splitlines() if line.startswith("dare-train: ")]
+        assert code == 75 and "Traceback" not in err, err[-3000:]
+        assert lines[-1].startswith("dare-train: stopped by SIGTERM ") and lines[-1].endswith(
+            "rerun the same command to resume from the last checkpoint"), lines[-1]
+        assert took < GRACE_S, took
+        times.append(took)
+    rerun = subprocess.run(argv, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert _rows(run_dir) == _rows(straight)
+    a, b = _weights(straight), _weights(run_dir)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    print(f"\nSIGTERM to the {'process group' if group else 'driver'}: exit after "
+          f"{', '.join(f'{t:.1f}' for t in times)} s (grace {GRACE_S:g} s)")
