@@ -25,6 +25,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from . import stopping
 from .engine import EngineBase, EngineContext, GenerationRequest
 from .errors import InputError
 from .oom import MemoryReport
@@ -117,6 +118,7 @@ class ParallelEngine(EngineBase):
             kwargs: dict[str, Any] = ({} if os.environ.get("RAY_ADDRESS")
                                       else {"num_cpus": max(workers, os.cpu_count() or 1)})
             ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
+            stopping.reclaim()  # Ray's SIGTERM handler would abort the run instead of stopping it at a safe point
         threads = 1 if use_gpu else max(1, (os.cpu_count() or 1) // workers)
         # Ray's own restarts (max_restarts) are off: the pool replaces a dead replica itself, so it can count
         # the restarts against one budget for the run and hand the lost shard to whichever replica is free.

@@ -56,6 +56,8 @@ class StopState:
     timers: list[threading.Timer] = field(default_factory=list)
     wakeup: tuple[int, int] | None = None
     """A pipe that Python's C-level handler writes one byte to per delivered signal (``set_wakeup_fd``)."""
+    handled: tuple[int, ...] = ()
+    """The signals :func:`graceful` handles (those the process was not started ignoring)."""
 
     def signal_name(self) -> str:
         return signal.Signals(self.signum).name if self.signum else "no signal"
@@ -90,6 +92,16 @@ def safe_point() -> None:
         waited = time.monotonic() - _state.at
         raise Stopped(f"stopped by {_state.signal_name()} {waited:.1f} s after the signal, at a safe point "
                       f"(grace {_state.grace_s:g} s)")
+
+
+def reclaim() -> None:
+    """Put the handlers back after a library replaced them: ``ray.init`` sets a SIGTERM handler that exits at
+    once, and its core worker a native one that logs and aborts, either of which would end the run with no
+    safe point. Call it after starting such a library; a no-op outside :func:`graceful`."""
+    if _state is None or threading.current_thread() is not threading.main_thread():
+        return
+    for s in _state.handled:
+        signal.signal(s, _handler)  # Python's handler, and its C-level trampoline below it, again
 
 
 def dropped(why: str) -> Stopped:
@@ -158,7 +170,7 @@ def graceful(grace_s: float = DEFAULT_GRACE_S) -> Iterator[StopState | None]:
         return
     # a signal the process was started ignoring (SIGINT of a background job) stays ignored
     previous = {s: signal.getsignal(s) for s in SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
-    _state = state = StopState(grace_s, wakeup=os.pipe())
+    _state = state = StopState(grace_s, wakeup=os.pipe(), handled=tuple(previous))
     for fd in state.wakeup:
         os.set_blocking(fd, False)
     old_wakeup = signal.set_wakeup_fd(state.wakeup[1], warn_on_full_buffer=False)

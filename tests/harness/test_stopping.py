@@ -116,3 +116,24 @@ def test_a_batch_longer_than_the_grace_period_is_dropped_when_it_ends(tmp_path, 
 def test_twenty_seeded_stops(tmp_path, plugin, undisturbed, signals):
     times = [stop_trial(tmp_path / str(seed), plugin, undisturbed, 100 + seed, signals) for seed in range(20)]
     print(f"signal to exit, {signals}: min {min(times):.2f} s, max {max(times):.2f} s, grace {GRACE_S:g} s")
+
+
+def test_reclaim_takes_sigterm_back_from_a_library_that_replaced_the_handler():
+    """``ray.init`` sets its own SIGTERM handler (exit at once); after ``stopping.reclaim()`` a SIGTERM only
+    marks the run as stopping again, and outside ``graceful()`` reclaim touches nothing."""
+    import os
+
+    from dare.harness import stopping
+
+    def theirs(signum, frame):
+        raise AssertionError("the library's handler ran")
+
+    with stopping.graceful(30):
+        signal.signal(signal.SIGTERM, theirs)
+        stopping.reclaim()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stopping.requested()
+    signal.signal(signal.SIGTERM, theirs)
+    stopping.reclaim()
+    assert signal.getsignal(signal.SIGTERM) is theirs
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

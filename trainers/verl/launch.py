@@ -12,6 +12,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
+from dare.harness import stopping
 from dare.harness.errors import ConfigError, PrerequisiteError
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def ensure_ray(placement: Placement):
     else:
         cpus = max(placement.world_size, os.cpu_count() or 1)
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
+    stopping.reclaim()  # Ray's SIGTERM handler would abort the run instead of stopping it at a safe point
     return ray
 
 
@@ -84,6 +86,10 @@ def stop_worker_group(group) -> None:
             ray.kill(handle)
         except Exception:  # already dead
             pass
+    if stopping.requested():
+        # the run exits next: Ray removes a job's placement groups with its driver, and a scheduler's SIGTERM to
+        # the whole job may have stopped the GCS that remove_placement_group would wait on for good
+        return
     for pg in getattr(getattr(group, "dare_resource_pool", None), "pgs", None) or []:
         try:
             remove_placement_group(pg)

@@ -1,11 +1,19 @@
-"""Preemption of dare-train --engine verl, as a real process with its own local Ray cluster: SIGTERM to the driver
-lets the step in flight finish on the workers, checkpoints it (shards gathered) and exits 75; SIGTERM to the whole
-process group (what Slurm's scancel does to a job step) reaches the raylet and the workers too, and the run still
-stops in one line with exit 75, dropping at most the step in flight. Either way the rerun ends with the
-undisturbed run's weights, bit for bit, and its metrics; the time from signal to exit is within the grace."""
+"""Preemption of the tools on Ray, as real processes with their own local Ray cluster (whose core worker installs
+a SIGTERM handler that aborts the process: the tools take SIGTERM back after ray.init).
+
+* dare-train --engine verl: SIGTERM to the driver lets the step in flight finish on the workers, checkpoints it
+  (shards gathered) and exits 75; SIGTERM to every process of the job (what Slurm's scancel does, through its
+  cgroup process tracking) reaches Ray's processes and the workers too, and the run still stops in one line with
+  exit 75, dropping at most the step in flight. The rerun ends with the undisturbed run's weights, bit for
+  bit, and its metrics.
+* dare-eval --workers 2: SIGTERM after a cached batch finishes the batch in flight, exits 75 with a partial
+  record, and the rerun's samples.jsonl is the undisturbed run's.
+
+The time from signal to exit is within the grace period."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -19,15 +27,21 @@ import pytest
 
 pytest.importorskip("ray")
 pytest.importorskip("verl")
+psutil = pytest.importorskip("psutil")
 
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
+from dare.harness import cli  # noqa: E402
 from dare.trainers.cli import main  # noqa: E402
 
+from ..stops import jsonl_keys, signal_when  # noqa: E402
+from .test_worker_restarts import ARGS as EVAL_ARGS  # noqa: E402
+from .test_worker_restarts import BATCH, LIMIT, run_dir  # noqa: E402
+
 pytestmark = [pytest.mark.extended, pytest.mark.timeout(900)]
-STEPS, GRACE_S, RUN = 4, 20.0, "stopped"
+STEPS, GRACE_S, RUN = 6, 20.0, "stopped"
 ARGS = ["--algo", "d1", "--suite", "sudoku", "--steps", str(STEPS), "--no-eval", "--no-progress", "--engine", "verl",
         "--grace", str(GRACE_S)]
 for _setting in ("save_every=100", "prompts_per_step=2", "group_size=2", "micro_batch_size=1", "decoding.gen_length=8",
@@ -71,15 +85,18 @@ def _stop(argv: list[str], run_dir: Path, delay: float, group: bool) -> tuple[in
         time.sleep(0.05)
     time.sleep(delay)
     began = time.monotonic()
-    if group:
-        os.killpg(proc.pid, signal.SIGTERM)
+    if group:  # every process of the job, as Slurm's cgroup process tracking signals them (Ray's own included)
+        for pid in psutil.pids():
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                if os.getsid(pid) == proc.pid:
+                    os.kill(pid, signal.SIGTERM)
     else:
         proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=300)
     return proc.returncode, err, time.monotonic() - began
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["driver", "process-group"])
+@pytest.mark.parametrize("group", [False, True], ids=["driver", "whole-job"])
 def test_sigterm_stops_in_one_line_and_the_rerun_matches(undisturbed, tmp_path, group):
     ckpt, straight = undisturbed
     argv = [sys.executable, "-m", "dare.trainers.cli", "--model-path", str(ckpt), "--out", str(tmp_path),
@@ -93,11 +110,33 @@ def test_sigterm_stops_in_one_line_and_the_rerun_matches(undisturbed, tmp_path, 
         assert lines[-1].startswith("dare-train: stopped by SIGTERM ") and lines[-1].endswith(
             "rerun the same command to resume from the last checkpoint"), lines[-1]
         assert took < GRACE_S, took
+        assert len(_rows(run_dir)) < STEPS  # stopped before the end: the rerun below has steps left
         times.append(took)
     rerun = subprocess.run(argv, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert _rows(run_dir) == _rows(straight)
     a, b = _weights(straight), _weights(run_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    print(f"\nSIGTERM to the {'process group' if group else 'driver'}: exit after "
+    print(f"\nSIGTERM to {'every process of the job' if group else 'the driver'}: exit after "
           f"{', '.join(f'{t:.1f}' for t in times)} s (grace {GRACE_S:g} s)")
+
+
+def test_sigterm_stops_dare_eval_on_ray_workers_and_the_rerun_matches(ray_cluster, tmp_path):
+    straight = tmp_path / "straight"
+    assert cli.main([*EVAL_ARGS, "--out", str(straight), "--no-progress"]) == 0
+    expected = (run_dir(straight) / "samples.jsonl").read_bytes()
+    out = tmp_path / "stopped"
+    argv = [sys.executable, "-m", "dare.harness.cli", *EVAL_ARGS, "--out", str(out), "--no-progress",
+            "--grace", str(GRACE_S)]
+    # a cluster of its own, as a batch job would start (the fixture took RAY_ADDRESS out of the environment)
+    stop = signal_when(argv, lambda: len(jsonl_keys(out / ".cache" / "generations")) >= BATCH, [signal.SIGTERM],
+                       after_s=0.2)
+    lines = [line for line in stop.stderr.splitlines() if line.startswith("dare-eval: ")]
+    assert stop.returncode == 75 and "Traceback" not in stop.stderr, stop.stderr[-3000:]
+    assert lines[-1].startswith("dare-eval: stopped by SIGTERM ") and "rerun the same command" in lines[-1]
+    cached = len(jsonl_keys(out / ".cache" / "generations"))
+    assert BATCH <= cached < LIMIT and stop.exit_s < GRACE_S, (cached, stop.exit_s)
+    rerun = subprocess.run(argv, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert (run_dir(out) / "samples.jsonl").read_bytes() == expected
+    print(f"\ndare-eval --workers 2: SIGTERM to exit {stop.exit_s:.1f} s (grace {GRACE_S:g} s), {cached} cached")
