@@ -210,10 +210,10 @@ def training(two_nodes, tmp_path, monkeypatch):
 def _same_as_undisturbed(tmp_path, name: str) -> None:
     from dare.trainers.verl import recovery
 
-    from .test_verl_restarts import _rows, _weights
+    from ..run_records import metric_rows, weights
 
-    assert _rows(tmp_path / name) == _rows(tmp_path / "straight")
-    final, straight = (_weights(tmp_path / run / "checkpoints" / "step-000003") for run in (name, "straight"))
+    assert metric_rows(tmp_path / name) == metric_rows(tmp_path / "straight")
+    final, straight = (weights(tmp_path / run / "checkpoints" / "step-000003") for run in (name, "straight"))
     assert all(torch.equal(final[k], straight[k]) for k in straight)
     assert len(recovery.recorded(tmp_path / name)) == 1
 

@@ -14,7 +14,6 @@ The time from signal to exit is within the grace period."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
@@ -30,12 +29,12 @@ pytest.importorskip("verl")
 psutil = pytest.importorskip("psutil")
 
 import torch  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
 
 from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
 from dare.harness import cli  # noqa: E402
 from dare.trainers.cli import main  # noqa: E402
 
+from ..run_records import metric_rows, weights  # noqa: E402
 from ..stops import jsonl_keys, signal_when  # noqa: E402
 from .test_worker_restarts import ARGS as EVAL_ARGS  # noqa: E402
 from .test_worker_restarts import BATCH, LIMIT, run_dir  # noqa: E402
@@ -50,14 +49,8 @@ for _setting in ("save_every=100", "prompts_per_step=2", "group_size=2", "micro_
     ARGS += ["--set", _setting]
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [{k: v for k, v in json.loads(x).items() if k not in ("time", "cpu_s")} for x in lines]
-
-
-def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    final = run_dir / "checkpoints" / f"step-{STEPS:06d}"
-    return {k: v for f in sorted(final.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+def _final(run_dir: Path) -> dict[str, torch.Tensor]:
+    return weights(run_dir / "checkpoints" / f"step-{STEPS:06d}")
 
 
 @pytest.fixture(scope="module")
@@ -110,12 +103,12 @@ def test_sigterm_stops_in_one_line_and_the_rerun_matches(undisturbed, tmp_path, 
         assert lines[-1].startswith("dare-train: stopped by SIGTERM ") and lines[-1].endswith(
             "rerun the same command to resume from the last checkpoint"), lines[-1]
         assert took < GRACE_S, took
-        assert len(_rows(run_dir)) < STEPS  # stopped before the end: the rerun below has steps left
+        assert len(metric_rows(run_dir)) < STEPS  # stopped before the end: the rerun below has steps left
         times.append(took)
     rerun = subprocess.run(argv, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert _rows(run_dir) == _rows(straight)
-    a, b = _weights(straight), _weights(run_dir)
+    assert metric_rows(run_dir) == metric_rows(straight)
+    a, b = _final(straight), _final(run_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     print(f"\nSIGTERM to {'every process of the job' if group else 'the driver'}: exit after "
           f"{', '.join(f'{t:.1f}' for t in times)} s (grace {GRACE_S:g} s)")

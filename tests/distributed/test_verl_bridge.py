@@ -6,18 +6,16 @@ default on 2 shared cores."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 pytest.importorskip("ray")
 pytest.importorskip("verl")
 
-from safetensors.torch import load_file  # noqa: E402
 
 from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
 from dare.trainers.cli import main  # noqa: E402
 
+from ..run_records import metric_rows, weights  # noqa: E402
 from .vowels import vowel_benchmarks  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
@@ -40,17 +38,6 @@ def vowels_suite(tmp_path, monkeypatch):
         yield "vowels"
 
 
-def _weights(directory):
-    out = {}
-    for f in sorted(directory.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out
-
-
-def _rows(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 # wd1 normalises its weights over a group: the workers see the rows they are sent, so its micro-batches hold
 # whole groups here (4 rows: one group of 4 per worker); its loss sums tokens, so lr 1e-3 moves it as far as
 # 1e-2 moves d1's token mean
@@ -66,15 +53,15 @@ def test_verl_engine_matches_local_trainer(ray_cluster, tmp_path, vowels_suite, 
     common = ["--algo", algo, "--model-path", str(ckpt), "--suite", suite, "--out", str(tmp_path), *STEPS, *more]
     assert main([*common, "--run-name", "local"]) == 0
     assert main([*common, "--run-name", "verl", "--engine", "verl"]) == 0
-    local, verl = _rows(tmp_path / "local"), _rows(tmp_path / "verl")
+    local, verl = metric_rows(tmp_path / "local", timings=True), metric_rows(tmp_path / "verl", timings=True)
     assert [r["step"] for r in verl] == [1, 2]
     for a, b in zip(local, verl):
         assert b["reward"] == a["reward"]  # same rollouts: the driver's weights were synced after step 1
         for key in ("loss", "grad_norm"):
             assert abs(a[key] - b[key]) <= LOSS_TOLERANCE * max(1.0, abs(a[key])), (key, a[key], b[key])
-    before = _weights(ckpt)
-    after_local = _weights(tmp_path / "local" / "checkpoints" / "step-000002")
-    after_verl = _weights(tmp_path / "verl" / "checkpoints" / "step-000002")
+    before = weights(ckpt)
+    after_local = weights(tmp_path / "local" / "checkpoints" / "step-000002")
+    after_verl = weights(tmp_path / "verl" / "checkpoints" / "step-000002")
     diff = max(float((after_local[k].float() - after_verl[k].float()).abs().max()) for k in after_local)
     moved = max(float((after_local[k].float() - before[k].float()).abs().max()) for k in after_local)
     print(f"{algo}/{arch}: max |param(verl) - param(local)| = {diff:.3g}, max |param moved| = {moved:.3g}")

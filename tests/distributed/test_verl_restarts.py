@@ -7,7 +7,6 @@ inside a collective. A restart budget of 0 keeps the old behaviour: one line, ex
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -20,13 +19,13 @@ pytest.importorskip("ray")
 pytest.importorskip("verl")
 
 import torch  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
 
 from dare.backends.models.tiny import write_tiny_checkpoint  # noqa: E402
 from dare.trainers.cli import main  # noqa: E402
 from dare.trainers.verl import recovery  # noqa: E402
 from dare.trainers.verl.trainer import VerlTrainer  # noqa: E402
 
+from ..run_records import metric_rows, weights  # noqa: E402
 from .vowels import vowel_benchmarks  # noqa: E402
 
 pytestmark = pytest.mark.timeout(1500)
@@ -35,7 +34,6 @@ STEPS = ["--steps", "3", "--no-eval", "--no-progress", "--engine", "verl", "--su
          "--set", "save_every=2", "--set", "prompts_per_step=2", "--set", "group_size=2", "--set", "micro_batch_size=1",
          "--set", "decoding.gen_length=8", "--set", "decoding.steps=8", "--set", "decoding.block_length=4",
          "--set", "lr=1e-2", "--set", "algo.inner_steps=2", "--set", "rollout.temperature=1.0"]
-TIMINGS = ("time", "cpu_s")
 
 
 class Killer:
@@ -64,18 +62,6 @@ class Killer:
             pass
 
 
-def _weights(directory):
-    out = {}
-    for f in sorted(directory.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out
-
-
-def _rows(run_dir):
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in rows]
-
-
 @pytest.fixture(scope="module")
 def undisturbed(ray_cluster, tmp_path_factory):
     """The reference run and the number of driver calls it makes; the vowel benchmark stays registered."""
@@ -87,7 +73,7 @@ def undisturbed(ray_cluster, tmp_path_factory):
         assert main(["--model-path", str(ckpt), "--out", str(root), "--run-name", "straight", *STEPS]) == 0
         mp.setattr(VerlTrainer, "_call", counter.original)
         run = root / "straight"
-        yield ckpt, _rows(run), _weights(run / "checkpoints" / "step-000003"), counter.calls
+        yield ckpt, metric_rows(run), weights(run / "checkpoints" / "step-000003"), counter.calls
 
 
 def _trial(ckpt, out, schedule, *more):
@@ -100,36 +86,37 @@ def _trial(ckpt, out, schedule, *more):
 
 
 def test_a_killed_worker_restarts_the_group_and_the_run_ends_as_if_undisturbed(undisturbed, tmp_path):
-    ckpt, rows, weights, calls = undisturbed
+    ckpt, rows, expected, calls = undisturbed
     late = calls - 4  # step 3's update (then a memory report and 2 gathers): only step 3 runs again
     code, killer, _ = _trial(ckpt, tmp_path, {late: (1, 0.0)})
     run = tmp_path / "killed"
     assert code == 0 and killer.kills == 1
-    assert _rows(run) == rows
-    resumed = _weights(run / "checkpoints" / "step-000003")
-    assert all(torch.equal(resumed[k], weights[k]) for k in weights)
+    assert metric_rows(run) == rows
+    resumed = weights(run / "checkpoints" / "step-000003")
+    assert all(torch.equal(resumed[k], expected[k]) for k in expected)
     [entry] = recovery.recorded(run)
     assert entry["restart"] == 1 and entry["resumed_from_step"] == 2 and entry["step_in_flight"] == 3
     assert entry["cause"].startswith("verl training worker 1 died (") and "during an update" in entry["cause"]
 
 
 def test_with_no_restart_budget_a_death_stops_the_run_and_the_rerun_resumes(undisturbed, tmp_path, capsys):
-    ckpt, rows, weights, calls = undisturbed
+    ckpt, rows, expected, calls = undisturbed
     code, killer, _ = _trial(ckpt, tmp_path, {calls - 4: (0, 0.0)}, "--worker-restarts", "0")
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("dare-train: error")]
     assert code == 1 and killer.kills == 1 and len(err) == 1, err
     assert "verl training worker 0 died (" in err[0] and "MiB when it last answered" in err[0]
     assert "restart budget is spent (0 of 0, --worker-restarts)" in err[0] and "rerun the same command" in err[0]
     run = tmp_path / "killed"
-    assert [r["step"] for r in _rows(run)] == [1, 2]  # step 3's row was never written
+    assert [r["step"] for r in metric_rows(run)] == [1, 2]  # step 3's row was never written
     code, _, _ = _trial(ckpt, tmp_path, {})
-    assert code == 0 and _rows(run) == rows
-    assert all(torch.equal(_weights(run / "checkpoints" / "step-000003")[k], weights[k]) for k in weights)
+    assert code == 0 and metric_rows(run) == rows
+    final = weights(run / "checkpoints" / "step-000003")
+    assert all(torch.equal(final[k], expected[k]) for k in expected)
 
 
 @pytest.mark.extended
 def test_seeded_kill_trials(undisturbed, tmp_path):
-    ckpt, rows, weights, calls = undisturbed
+    ckpt, rows, expected, calls = undisturbed
     seconds, restarts = [], 0
     for trial in range(TRIALS):
         rng = random.Random(trial)
@@ -144,9 +131,9 @@ def test_seeded_kill_trials(undisturbed, tmp_path):
         code, killer, took = _trial(ckpt, out, schedule)
         run = out / "killed"
         assert code == 0, (trial, schedule)
-        assert _rows(run) == rows, (trial, schedule)
-        final = _weights(run / "checkpoints" / "step-000003")
-        assert all(torch.equal(final[k], weights[k]) for k in weights), (trial, schedule)
+        assert metric_rows(run) == rows, (trial, schedule)
+        final = weights(run / "checkpoints" / "step-000003")
+        assert all(torch.equal(final[k], expected[k]) for k in expected), (trial, schedule)
         # two kills may land on one group (the second before the first's failure was seen): one restart
         assert 1 <= len(recovery.recorded(run)) <= killer.kills, (trial, schedule, killer.kills)
         seconds.append(took)

@@ -73,7 +73,9 @@ def model_row(page, model: str):
 
 
 def page_pairs(page, baseline: str) -> dict:
-    """The pairs the page holds for ``baseline`` (computed there, or the build's precomputed file)."""
+    """The pairs the page holds for ``baseline`` (computed there, or the build's precomputed file), once it
+    holds them: a table drawn for the baseline can come before its pairs are in (then its cells fill in)."""
+    page.wait_for_function("id => DARE.store.pairs[id] !== undefined", arg=baseline)
     return page.evaluate("id => DARE.store.pairs[id]", baseline)
 
 

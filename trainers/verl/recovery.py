@@ -4,7 +4,7 @@ A verl worker group is one FSDP world: when one rank dies (SIGKILL, the OOM kill
 hold shards nobody can complete, and their collectives with the dead rank fail. So the whole group is
 replaced: its actors are killed and its placement groups removed, a new group starts from the run's last
 checkpoint (weights and AdamW moments; the base model before the first checkpoint), and the driver rewinds its
-learning-rate schedule and metrics log to that step (:meth:`VerlTrainer._restart_workers`). Data order, rollout
+learning-rate schedule and metrics log to that step (:meth:`VerlTrainer.train`, `_rewind`). Data order, rollout
 seeds and estimator noise depend only on (seed, step), so the steps run again are those an uninterrupted run
 takes, and the run ends with its weights and metrics.
 
@@ -16,7 +16,6 @@ raises :class:`WorkerDiedError` (exit 1); the rerun resumes from the last checkp
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,6 @@ from dare.harness.errors import DareError
 from dare.harness.oom import MemoryReport, death_cause
 from dare.harness.worker_pool import WorkerDiedError
 
-log = logging.getLogger(__name__)
 RESTARTS_FILE = "worker_restarts.jsonl"
 RESUME = "rerun the same command to resume from the last checkpoint"
 PING_S = 5.0
