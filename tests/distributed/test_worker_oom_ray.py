@@ -62,6 +62,8 @@ def memory_cgroup(limit_mib: int) -> Path | None:
             path = Path("/sys/fs/cgroup/memory") / name
             path.mkdir()
             (path / "memory.limit_in_bytes").write_text(str(limit_mib << 20))
+            if (path / "memory.memsw.limit_in_bytes").exists():  # no swapping out of the limit either
+                (path / "memory.memsw.limit_in_bytes").write_text(str(limit_mib << 20))
             return path
     except OSError:
         return None
