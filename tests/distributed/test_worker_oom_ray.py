@@ -7,6 +7,7 @@ touches more memory than the limit in its second batch; Ray's own memory monitor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -48,26 +49,25 @@ sys.exit(code)
 
 def memory_cgroup(limit_mib: int) -> Path | None:
     """A new memory cgroup limited to ``limit_mib`` (no swap), or None where none can be made here."""
-    name = f"dare-oom-{uuid.uuid4().hex[:8]}"
+    name, limit = f"dare-oom-{uuid.uuid4().hex[:8]}", str(limit_mib << 20)
     unified = Path("/sys/fs/cgroup/cgroup.controllers")
-    try:
-        if unified.is_file() and "memory" in unified.read_text().split():
-            path = Path("/sys/fs/cgroup") / name
-            path.mkdir()
-            (path / "memory.max").write_text(str(limit_mib << 20))
-            if (path / "memory.swap.max").exists():
-                (path / "memory.swap.max").write_text("0")
-            return path
-        if Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").is_file():
-            path = Path("/sys/fs/cgroup/memory") / name
-            path.mkdir()
-            (path / "memory.limit_in_bytes").write_text(str(limit_mib << 20))
-            if (path / "memory.memsw.limit_in_bytes").exists():  # no swapping out of the limit either
-                (path / "memory.memsw.limit_in_bytes").write_text(str(limit_mib << 20))
-            return path
-    except OSError:
+    if unified.is_file() and "memory" in unified.read_text().split():  # v2: memory.max, memory.swap.max
+        path, limits = Path("/sys/fs/cgroup") / name, (("memory.max", limit), ("memory.swap.max", "0"))
+    elif Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").is_file():  # v1: memory and memory + swap
+        path, limits = (Path("/sys/fs/cgroup/memory") / name,
+                        (("memory.limit_in_bytes", limit), ("memory.memsw.limit_in_bytes", limit)))
+    else:
         return None
-    return None
+    try:
+        path.mkdir()
+        for i, (file, value) in enumerate(limits):
+            if i == 0 or (path / file).exists():  # the memory limit must take; the swap one where there is swap
+                (path / file).write_text(value)
+        return path
+    except OSError:  # not root, or the memory controller is not enabled for children here
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        return None
 
 
 def remove_cgroup(path: Path) -> None:
