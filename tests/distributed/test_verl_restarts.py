@@ -33,7 +33,8 @@ TRIALS = 20
 STEPS = ["--steps", "3", "--no-eval", "--no-progress", "--engine", "verl", "--suite", "vowels", "--algo", "d1",
          "--set", "save_every=2", "--set", "prompts_per_step=2", "--set", "group_size=2", "--set", "micro_batch_size=1",
          "--set", "decoding.gen_length=8", "--set", "decoding.steps=8", "--set", "decoding.block_length=4",
-         "--set", "lr=1e-2", "--set", "algo.inner_steps=2", "--set", "rollout.temperature=1.0"]
+         "--set", "lr=1e-2", "--set", "algo.inner_steps=2", "--set", "rollout.temperature=1.0",
+         "--set", "lr_schedule=cosine"]  # every update its own lr: a restart must rewind the schedule too
 
 
 class Killer:
