@@ -42,6 +42,13 @@ class WorkerDiedError(DareError):
     exit_code = 1
 
 
+def ray_deaths(ray) -> tuple[type[BaseException], ...]:
+    """The Ray errors that mean a worker is gone: the actor, its worker process or its node died, or a result
+    was lost with the node."""
+    ex = ray.exceptions
+    return ex.RayActorError, ex.WorkerCrashedError, ex.NodeDiedError, ex.ObjectLostError
+
+
 @dataclass
 class _Slot:
     """One replica's place in the pool: its current actor, and the actor's pid once it has started."""
@@ -68,8 +75,7 @@ class WorkerPool:
         self.size, self.restart_budget, self.what = size, restart_budget, what
         self.restarts = 0
         self.warm_up: tuple = ()
-        self._deaths = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
-                        ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError)
+        self._deaths = ray_deaths(ray)
         self._slots = [self._start(i) for i in range(size)]
         try:
             while any(s.pid is None for s in self._slots):

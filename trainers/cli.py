@@ -34,6 +34,8 @@ from dare.harness.parallel import DEFAULT_WORKER_RESTARTS
 from dare.harness.registry import Registry, advantages, algorithms, did_you_mean, estimators, losses
 from dare.harness.rundir import check_writable, slug
 
+from .state import RESUME_TRAINING
+
 PROG = "dare-train"
 # --engine names that replace the local trainer (the rest are rollout engines of the local trainer)
 training_engines: Registry = Registry("training engine")
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                         format=f"{PROG}: %(levelname)s: %(message)s")
     _show_progress(not args.no_progress)
     return run_cli(PROG, lambda: _main(args, argv),
-                   lambda: "rerun the same command to resume from the last checkpoint")
+                   lambda: RESUME_TRAINING)
 
 
 def _main(args: argparse.Namespace, argv: list[str]) -> int:

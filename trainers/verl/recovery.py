@@ -22,18 +22,13 @@ from typing import Any
 from dare.harness.diskfull import append_all
 from dare.harness.errors import DareError
 from dare.harness.oom import MemoryReport, death_cause
-from dare.harness.worker_pool import WorkerDiedError
+from dare.harness.worker_pool import WorkerDiedError, ray_deaths
+
+from ..state import RESUME_TRAINING
 
 RESTARTS_FILE = "worker_restarts.jsonl"
-RESUME = "rerun the same command to resume from the last checkpoint"
 PING_S = 5.0
 """How long a liveness probe waits: a dead actor answers at once, a live one idle after its failed call too."""
-
-
-def deaths(ray) -> tuple[type[BaseException], ...]:
-    """The Ray errors that mean a worker (or its node, or a result with it) is gone."""
-    ex = ray.exceptions
-    return ex.RayActorError, ex.WorkerCrashedError, ex.NodeDiedError, ex.ObjectLostError
 
 
 def dead_ranks(ray, workers: list) -> list[int]:
@@ -46,7 +41,7 @@ def dead_ranks(ray, workers: list) -> list[int]:
         if ref in ready:
             try:
                 ray.get(ref)
-            except deaths(ray):
+            except ray_deaths(ray):
                 dead.append(rank)
     return dead
 
@@ -58,7 +53,7 @@ def call(group, stage: str, method: str, *args, memory: list[MemoryReport] | Non
 
     try:
         return getattr(group, method)(*args)
-    except deaths(ray) as exc:
+    except ray_deaths(ray) as exc:
         error: BaseException = exc
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
@@ -66,7 +61,7 @@ def call(group, stage: str, method: str, *args, memory: list[MemoryReport] | Non
             raise cause from None
         error = exc
     dead = dead_ranks(ray, list(getattr(group, "workers", [])))
-    if not dead and not isinstance(error, deaths(ray)):
+    if not dead and not isinstance(error, ray_deaths(ray)):
         raise error
     rank = dead[0] if dead else None
     last = memory[rank] if memory and rank is not None and rank < len(memory) else None
@@ -76,7 +71,7 @@ def call(group, stage: str, method: str, *args, memory: list[MemoryReport] | Non
 
 def over_budget(died: WorkerDiedError, used: int, budget: int) -> WorkerDiedError:
     return WorkerDiedError(f"{died.args[0]}; the restart budget is spent ({used} of {budget}, --worker-restarts); "
-                           f"{RESUME}")
+                           f"{RESUME_TRAINING}")
 
 
 def record(run_dir: Path, entry: dict[str, Any]) -> None:

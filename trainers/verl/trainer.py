@@ -30,6 +30,7 @@ from dare.harness.worker_pool import WorkerDiedError
 
 from ..api import Algorithm
 from ..batch import RolloutBatch
+from ..state import RESUME_TRAINING
 from ..state import checkpoint as ckpt
 from ..training.config import TrainConfig, resolve_algorithm
 from ..training.rollout import batch_from_generations, rollout_requests
@@ -73,7 +74,7 @@ class VerlTrainer(LocalTrainer):
             self._start_group(resume)
         except WorkerDiedError as died:  # before any work: nothing to restart from, nothing lost
             stop_worker_group(self.group)
-            raise WorkerDiedError(f"{died.args[0]}; {recovery.RESUME}") from None
+            raise WorkerDiedError(f"{died.args[0]}; {RESUME_TRAINING}") from None
 
     def _start_group(self, checkpoint: Path | None) -> None:
         """A worker group holding ``checkpoint``'s weights and AdamW moments (the base model when None)."""
