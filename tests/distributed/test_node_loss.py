@@ -86,19 +86,21 @@ class LoseNode(KillSchedule):
         super().__init__({})
         self.cluster, self.node, self.at, self.delay = cluster, node, point, delay
         self.lost: list[int] = []
-        self.done = False
 
     def _at(self, point: int) -> None:
-        if point != self.at or self.done:  # bar() runs point 0 again for each bar of the run
+        if point != self.at:
             return
-        self.done = True
         self.lost = on_node(self.node, self.engine.worker_pids())
         if self.delay == 0:
-            lose(self.cluster, self.node, self.lost)
+            self._lose(delayed=False)
             return
-        thread = threading.Thread(target=lambda: (time.sleep(self.delay), lose(self.cluster, self.node, self.lost)))
+        thread = threading.Thread(target=lambda: (time.sleep(self.delay), self._lose(delayed=True)))
         thread.start()
         self.threads.append(thread)
+
+    def _lose(self, delayed: bool) -> None:
+        lose(self.cluster, self.node, self.lost)
+        self.landed.append((self.point, delayed))
 
 
 @pytest.mark.extended
@@ -127,7 +129,8 @@ def test_seeded_node_losses_leave_the_run_to_finish_on_the_head(two_nodes, tmp_p
         assert (run_dir(out) / "samples.jsonl").read_bytes() == expected, (trial, point, delay)
         once_each(out)
         record = json.loads((run_dir(out) / "run.json").read_text())
-        assert record["status"] == "complete" and record["execution"]["worker_restarts"] == 1, (trial, point)
+        assert record["status"] == "complete", (trial, point)
+        assert record["execution"]["worker_restarts"] in losing.restarts(), (trial, point, delay, losing.landed)
         marked_dead(second)  # the run went on with the head alone; no later run may be placed on the lost node
     print(f"\n{TRIALS} node losses, {min(seconds):.1f}-{max(seconds):.1f} s a run")
 

@@ -38,9 +38,9 @@ from dare.trainers.cli import main  # noqa: E402
 from ..run_records import metric_rows, weights  # noqa: E402
 from ..stops import jsonl_keys, signal_when  # noqa: E402
 from .test_worker_restarts import ARGS as EVAL_ARGS  # noqa: E402
-from .test_worker_restarts import BATCH, LIMIT, run_dir  # noqa: E402
+from .test_worker_restarts import BATCH, BATCHES, LIMIT, TRIALS, once_each, run_dir  # noqa: E402
 
-pytestmark = [pytest.mark.extended, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 STEPS, GRACE_S, RUN = 6, 20.0, "stopped"
 ARGS = ["--algo", "d1", "--suite", "sudoku", "--steps", str(STEPS), "--no-eval", "--no-progress", "--engine", "verl",
         "--grace", str(GRACE_S)]
@@ -66,15 +66,13 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
 
 
-def _stop(argv: list[str], run_dir: Path, delay: float, group: bool) -> tuple[int, str, float]:
-    """Run ``argv`` in its own session; once it has logged one more step and ``delay`` s more have passed,
-    SIGTERM the driver (or its whole process group). Returns the exit code, stderr and seconds to exit."""
+def _stop(argv: list[str], ready, delay: float, group: bool) -> tuple[int, str, float]:
+    """Run ``argv`` in its own session; once ``ready()`` holds and ``delay`` s more have passed, SIGTERM the
+    driver (or every process of its session). Returns the exit code, stderr and seconds to exit."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    metrics = run_dir / "metrics.jsonl"
-    after = _lines(metrics) + 1
-    while _lines(metrics) < after:
+    while not ready():
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.05)
     time.sleep(delay)
@@ -90,35 +88,51 @@ def _stop(argv: list[str], run_dir: Path, delay: float, group: bool) -> tuple[in
     return proc.returncode, err, time.monotonic() - began
 
 
-@pytest.mark.parametrize("group", [False, True], ids=["driver", "whole-job"])
-def test_sigterm_stops_in_one_line_and_the_rerun_matches(undisturbed, tmp_path, group):
-    ckpt, straight = undisturbed
-    argv = [sys.executable, "-m", "dare.trainers.cli", "--model-path", str(ckpt), "--out", str(tmp_path),
+def _train_argv(ckpt: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "dare.trainers.cli", "--model-path", str(ckpt), "--out", str(out),
             "--run-name", RUN, *ARGS]
-    run_dir, times = tmp_path / RUN, []
-    for seed in range(2):
-        rng = random.Random(seed + 10 * group)
-        code, err, took = _stop(argv, run_dir, rng.uniform(0.0, 0.3), group)
-        lines = [line for line in err.splitlines() if line.startswith("dare-train: ")]
-        assert code == 75 and "Traceback" not in err, err[-3000:]
-        assert lines[-1].startswith("dare-train: stopped by SIGTERM ") and lines[-1].endswith(
-            "rerun the same command to resume from the last checkpoint"), lines[-1]
-        stopped_after = float(lines[-1].split("SIGTERM ", 1)[1].split(" s after", 1)[0])
-        assert stopped_after < GRACE_S, lines[-1]  # the run's own work ended within the grace period
-        # After SIGTERM to the whole job the interpreter's exit then waits on Ray's own shutdown against a GCS
-        # that is going down (6-11 s measured here), which no timer of the tool bounds: a looser bound for it
-        assert took < (GRACE_S if not group else GRACE_S + HARD_EXIT_AFTER_S), took
-        assert len(metric_rows(run_dir)) < STEPS  # stopped before the end: the rerun below has steps left
-        times.append(took)
+
+
+def _train_stopped(argv: list[str], run_dir: Path, steps: int, delay: float, group: bool) -> float:
+    """Stop the run once it has logged ``steps`` steps and ``delay`` s more; assert the one-line stop within the
+    grace period, with steps left. Returns the seconds from signal to exit."""
+    code, err, took = _stop(argv, lambda: _lines(run_dir / "metrics.jsonl") >= steps, delay, group)
+    lines = [line for line in err.splitlines() if line.startswith("dare-train: ")]
+    assert code == 75 and "Traceback" not in err, err[-3000:]
+    assert lines[-1].startswith("dare-train: stopped by SIGTERM ") and lines[-1].endswith(
+        "rerun the same command to resume from the last checkpoint"), lines[-1]
+    stopped_after = float(lines[-1].split("SIGTERM ", 1)[1].split(" s after", 1)[0])
+    assert stopped_after < GRACE_S, lines[-1]  # the run's own work ended within the grace period
+    # After SIGTERM to the whole job the interpreter's exit then waits on Ray's own shutdown against a GCS
+    # that is going down (6-11 s measured here), which no timer of the tool bounds: a looser bound for it
+    assert took < (GRACE_S if not group else GRACE_S + HARD_EXIT_AFTER_S), took
+    assert len(metric_rows(run_dir)) < STEPS  # stopped before the end: the rerun has steps left
+    return took
+
+
+def _rerun_matches(argv: list[str], run_dir: Path, straight: Path) -> None:
     rerun = subprocess.run(argv, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert metric_rows(run_dir) == metric_rows(straight)
     a, b = _final(straight), _final(run_dir)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("group", [False, True], ids=["driver", "whole-job"])
+def test_sigterm_stops_in_one_line_and_the_rerun_matches(undisturbed, tmp_path, group):
+    ckpt, straight = undisturbed
+    argv, run_dir, times = _train_argv(ckpt, tmp_path), tmp_path / RUN, []
+    for seed in range(2):
+        rng = random.Random(seed + 10 * group)
+        times.append(_train_stopped(argv, run_dir, _lines(run_dir / "metrics.jsonl") + 1, rng.uniform(0.0, 0.3),
+                                    group))
+    _rerun_matches(argv, run_dir, straight)
     print(f"\nSIGTERM to {'every process of the job' if group else 'the driver'}: exit after "
           f"{', '.join(f'{t:.1f}' for t in times)} s (grace {GRACE_S:g} s)")
 
 
+@pytest.mark.extended
 def test_sigterm_stops_dare_eval_on_ray_workers_and_the_rerun_matches(ray_cluster, tmp_path):
     straight = tmp_path / "straight"
     assert cli.main([*EVAL_ARGS, "--out", str(straight), "--no-progress"]) == 0
@@ -138,3 +152,56 @@ def test_sigterm_stops_dare_eval_on_ray_workers_and_the_rerun_matches(ray_cluste
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert (run_dir(out) / "samples.jsonl").read_bytes() == expected
     print(f"\ndare-eval --workers 2: SIGTERM to exit {stop.exit_s:.1f} s (grace {GRACE_S:g} s), {cached} cached")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_twenty_seeded_stops_of_verl_training(undisturbed, tmp_path):
+    """20 runs, each stopped once: SIGTERM to the driver or to the whole job, after a seeded number of logged
+    steps and a seeded moment into the next; each rerun ends with the undisturbed weights and metrics."""
+    ckpt, straight = undisturbed
+    times = {False: [], True: []}
+    for seed in range(TRIALS):
+        rng = random.Random(f"verl-stop-{seed}")
+        group, steps, delay = rng.random() < 0.5, rng.randrange(1, STEPS - 1), rng.uniform(0.0, 0.5)
+        argv = _train_argv(ckpt, tmp_path / str(seed))
+        run_dir = tmp_path / str(seed) / RUN
+        times[group].append(_train_stopped(argv, run_dir, steps, delay, group))
+        _rerun_matches(argv, run_dir, straight)
+    print(f"\n{TRIALS} stops of verl training; signal to exit: driver "
+          f"{min(times[False]):.1f}-{max(times[False]):.1f} s ({len(times[False])}), whole job "
+          f"{min(times[True]):.1f}-{max(times[True]):.1f} s ({len(times[True])}); grace {GRACE_S:g} s")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_twenty_seeded_stops_of_dare_eval_on_ray_workers(ray_cluster, tmp_path):
+    """20 runs of dare-eval --workers 2, each stopped once: SIGTERM to the driver or to the whole job, after a
+    seeded number of cached batches and a seeded moment into the next; nothing cached twice, and each rerun's
+    samples.jsonl is the undisturbed run's."""
+    straight = tmp_path / "straight"
+    assert cli.main([*EVAL_ARGS, "--out", str(straight), "--no-progress"]) == 0
+    expected = (run_dir(straight) / "samples.jsonl").read_bytes()
+    times = {False: [], True: []}
+    for seed in range(TRIALS):
+        rng = random.Random(f"eval-stop-{seed}")
+        group, batches, delay = rng.random() < 0.5, rng.randrange(1, BATCHES - 1), rng.uniform(0.0, 0.5)
+        out = tmp_path / str(seed)
+        argv = [sys.executable, "-m", "dare.harness.cli", *EVAL_ARGS, "--out", str(out), "--no-progress",
+                "--grace", str(GRACE_S)]
+        code, err, took = _stop(argv, lambda out=out, n=batches: len(jsonl_keys(out / ".cache" / "generations"))
+                                >= n * BATCH, delay, group)
+        lines = [line for line in err.splitlines() if line.startswith("dare-eval: ")]
+        assert code == 75 and "Traceback" not in err, (seed, err[-3000:])
+        assert lines[-1].startswith("dare-eval: stopped by SIGTERM ") and "rerun the same command" in lines[-1]
+        keys = jsonl_keys(out / ".cache" / "generations")
+        assert len(keys) == len(set(keys)) and batches * BATCH <= len(keys) < LIMIT, (seed, len(keys))
+        assert took < (GRACE_S if not group else GRACE_S + HARD_EXIT_AFTER_S), (seed, took)
+        times[group].append(took)
+        rerun = subprocess.run(argv, capture_output=True, text=True)
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert (run_dir(out) / "samples.jsonl").read_bytes() == expected, seed
+        once_each(out)
+    print(f"\n{TRIALS} stops of dare-eval --workers 2; signal to exit: driver "
+          f"{min(times[False]):.1f}-{max(times[False]):.1f} s ({len(times[False])}), whole job "
+          f"{min(times[True]):.1f}-{max(times[True]):.1f} s ({len(times[True])}); grace {GRACE_S:g} s")
