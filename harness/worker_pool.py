@@ -11,6 +11,11 @@ caller finished before is its own to keep.
 
 Jobs go only to replicas that have started: a replacement that cannot be placed (its node is gone and the rest
 of the cluster is full) never holds a job, and the live replicas take its share until it comes up.
+
+Once a stop was asked for (:mod:`.stopping`), nothing is replaced: a scheduler's SIGTERM to the whole job ends
+the workers too, and a replacement on a cluster that is going down might never start. A death then, or no job
+running while only replacements are starting, raises :class:`~dare.harness.errors.Stopped` with the work in
+flight dropped; everything finished is already the caller's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
+from . import stopping
 from .errors import DareError
 from .oom import MemoryReport, death_cause
 
@@ -133,6 +139,9 @@ class WorkerPool:
             deadline = None if running else time.monotonic() + START_TIMEOUT_S
             ready: list = []
             while not ready:
+                if not running and stopping.requested():  # a replacement may never start on a job being ended
+                    raise stopping.dropped(f"no {self.what} of {self.size} was up to finish the work in flight, "
+                                           "so it was dropped")
                 ready, _ = self._ray.wait(running + list(starting), num_returns=1, timeout=POLL_S)
                 if not ready and deadline is not None and time.monotonic() > deadline:
                     raise WorkerDiedError(f"no {self.what} of {self.size} was up and none started within "
@@ -151,6 +160,9 @@ class WorkerPool:
 
     def _replace(self, slot: _Slot, exc: Exception) -> None:
         why = death_cause(slot.memory, exc)
+        if stopping.requested():  # a scheduler's SIGTERM to the whole job ends the workers too: no replacement
+            raise stopping.dropped(f"{self.what} {slot.index} of {self.size} {why}, so its work in flight was "
+                                   "dropped")
         if self.restarts >= self.restart_budget:
             raise WorkerDiedError(f"{self.what} {slot.index} of {self.size} {why}; the restart budget is spent "
                                   f"({self.restarts} of {self.restart_budget}, --worker-restarts); {RESUME}")

@@ -9,7 +9,9 @@ a SIGTERM handler that aborts the process: the tools take SIGTERM back after ray
 * dare-eval --workers 2: SIGTERM after a cached batch finishes the batch in flight, exits 75 with a partial
   record, and the rerun's samples.jsonl is the undisturbed run's.
 
-The time from signal to exit is within the grace period."""
+The time from signal to exit is within the grace period. ``-m slow`` adds 20 seeded stops of each tool (the
+driver or the whole job, after a seeded number of steps or batches, a seeded moment into the next), each rerun
+checked against the undisturbed run."""
 
 from __future__ import annotations
 
@@ -178,16 +180,18 @@ def test_twenty_seeded_stops_of_verl_training(undisturbed, tmp_path):
 def test_twenty_seeded_stops_of_dare_eval_on_ray_workers(ray_cluster, tmp_path):
     """20 runs of dare-eval --workers 2, each stopped once: SIGTERM to the driver or to the whole job, after a
     seeded number of cached batches and a seeded moment into the next; nothing cached twice, and each rerun's
-    samples.jsonl is the undisturbed run's."""
+    samples.jsonl is the undisturbed run's. Longer canvases make a batch outlast the seeded moment (over half a
+    second a batch here), so the signal lands in the batch after the one awaited, with batches left."""
+    args = [*EVAL_ARGS, "--set", "gen_length=128", "--set", "steps=128", "--set", "block_length=128"]
     straight = tmp_path / "straight"
-    assert cli.main([*EVAL_ARGS, "--out", str(straight), "--no-progress"]) == 0
+    assert cli.main([*args, "--out", str(straight), "--no-progress"]) == 0
     expected = (run_dir(straight) / "samples.jsonl").read_bytes()
     times = {False: [], True: []}
     for seed in range(TRIALS):
         rng = random.Random(f"eval-stop-{seed}")
-        group, batches, delay = rng.random() < 0.5, rng.randrange(1, BATCHES - 1), rng.uniform(0.0, 0.5)
+        group, batches, delay = rng.random() < 0.5, rng.randrange(1, BATCHES - 1), rng.uniform(0.0, 0.3)
         out = tmp_path / str(seed)
-        argv = [sys.executable, "-m", "dare.harness.cli", *EVAL_ARGS, "--out", str(out), "--no-progress",
+        argv = [sys.executable, "-m", "dare.harness.cli", *args, "--out", str(out), "--no-progress",
                 "--grace", str(GRACE_S)]
         code, err, took = _stop(argv, lambda out=out, n=batches: len(jsonl_keys(out / ".cache" / "generations"))
                                 >= n * BATCH, delay, group)

@@ -149,6 +149,9 @@ def test_board_loads_offline_with_deltas_against_the_flag_baseline(page, built):
     assert marked >= 3
     page.click('nav#suites button[data-suite="planning"]')
     sync_api.expect(page.locator("#table tbody tr")).to_have_count(4)
+    # innerText follows layout: wait until the new head is laid out (a loaded machine reads it before)
+    sync_api.expect(page.locator('#table thead th[data-sort="sudoku"]')).to_have_text(
+        "sudoku · accuracy\nversion unknown", use_inner_text=True)
     assert page.locator("#table thead th").all_inner_texts()[-3:] == [  # the fixture's runs record no version
         "countdown · accuracy\nversion unknown", "sudoku · accuracy\nversion unknown", "Suite mean ▼"]
 
