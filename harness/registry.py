@@ -4,8 +4,11 @@ A :class:`Registry` maps names to objects (classes or functions). Entries may be
 strings, imported on first use, so heavy backends cost nothing until asked for; a lazy ``"module"`` (no
 attribute) names the module whose import registers the entry itself (a decorated declaration). Third-party packages
 register through the entry-point group ``dare.plugins``: each entry point names a module whose import
-registers things; the group is loaded once, on the first miss or listing. Registering a name twice with
-different objects is an error; a miss raises :class:`RegistryError` with "did you mean" suggestions.
+registers things; the group is loaded once, on the first miss or listing. The training registries (algorithms,
+their likelihood estimators, policy losses, advantage estimators) also load ``dare.plugins.training``, where
+the project's trainers register: their modules import torch, which a replay evaluation or a refused command
+line would otherwise wait for (about 1.5 s of every dare-eval start). Registering a name twice with different
+objects is an error; a miss raises :class:`RegistryError` with "did you mean" suggestions.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 ENTRY_POINT_GROUP = "dare.plugins"
-_plugins_loaded = False
+TRAINING_GROUP = "dare.plugins.training"
+_loaded_groups: set[str] = set()
 
 
 def did_you_mean(name: str, candidates: list[str]) -> str:
@@ -32,13 +36,12 @@ def did_you_mean(name: str, candidates: list[str]) -> str:
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def load_plugins() -> None:
-    """Import every module declared in the ``dare.plugins`` entry-point group (once per process)."""
-    global _plugins_loaded
-    if _plugins_loaded:
+def load_plugins(group: str = ENTRY_POINT_GROUP) -> None:
+    """Import every module declared in the entry-point ``group`` (once per process)."""
+    if group in _loaded_groups:
         return
-    _plugins_loaded = True
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    _loaded_groups.add(group)
+    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         try:
             ep.load()
         except Exception as exc:  # a broken plugin must not take the harness down, but must be visible
@@ -49,8 +52,8 @@ def load_plugins() -> None:
 class Registry(Generic[T]):
     """A named collection of pluggable objects of one kind (verifiers, engines, decoders, ...)."""
 
-    def __init__(self, kind: str):
-        self.kind = kind
+    def __init__(self, kind: str, groups: tuple[str, ...] = (ENTRY_POINT_GROUP,)):
+        self.kind, self.groups = kind, groups
         self._entries: dict[str, T | str] = {}
         self._declared: dict[str, T] = {}  # what each module import registered: survives snapshot()/restore()
 
@@ -73,7 +76,7 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Return the object registered as ``name``, importing it if it is lazy."""
         if name not in self._entries:
-            load_plugins()
+            self._load()
         if name not in self._entries:
             hint = did_you_mean(name, self.names())
             raise RegistryError(f"unknown {self.kind} {name!r}{hint} (available: {', '.join(self.names()) or 'none'})")
@@ -89,15 +92,19 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         """All registered names, plugins included, sorted."""
-        load_plugins()
+        self._load()
         return sorted(self._entries)
 
     def __contains__(self, name: object) -> bool:
-        load_plugins()
+        self._load()
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
+
+    def _load(self) -> None:
+        for group in self.groups:
+            load_plugins(group)
 
     def snapshot(self) -> dict[str, T | str]:
         """A copy of the entries, for tests that register temporary objects."""
@@ -142,13 +149,14 @@ metrics: Registry[Callable[..., Any]] = Registry("metric")
 architectures: Registry[Callable[..., Any]] = Registry("architecture")
 decoders: Registry[Callable[..., Any]] = Registry("decoder")
 caches: Registry[Any] = Registry("KV cache")  # forward strategies of the cached engine (DecodingConfig.cache)
-algorithms: Registry[Callable[..., Any]] = Registry("algorithm")
-estimators: Registry[Callable[..., Any]] = Registry("likelihood estimator")
+_TRAINING = (ENTRY_POINT_GROUP, TRAINING_GROUP)
+algorithms: Registry[Callable[..., Any]] = Registry("algorithm", _TRAINING)
+estimators: Registry[Callable[..., Any]] = Registry("likelihood estimator", _TRAINING)
 # scoring estimators of log p(continuation | context) for likelihood-scored benchmarks (harness/likelihood.py)
 likelihoods: Registry[Any] = Registry("scoring likelihood estimator")
 # how a benchmark is run and scored, by its spec's ``task``: generate and verify, or score choices by likelihood
 tasks: Registry[Any] = Registry("task type")
 tasks.register("generate", "dare.harness.generate_run:GENERATE_TASK")
 tasks.register("choice", "dare.harness.choice_run:CHOICE_TASK")
-advantages: Registry[Callable[..., Any]] = Registry("advantage estimator")
-losses: Registry[Callable[..., Any]] = Registry("policy loss")
+advantages: Registry[Callable[..., Any]] = Registry("advantage estimator", _TRAINING)
+losses: Registry[Callable[..., Any]] = Registry("policy loss", _TRAINING)

@@ -56,7 +56,7 @@ def make_distribution(root):
 def installed_plugin(tmp_path, monkeypatch):
     saved = registry.algorithms.snapshot(), registry.estimators.snapshot()
     monkeypatch.syspath_prepend(str(make_distribution(tmp_path / "site")))
-    monkeypatch.setattr(registry, "_plugins_loaded", False)  # a fresh process would scan the group anew
+    monkeypatch.setattr(registry, "_loaded_groups", set())  # a fresh process would scan the groups anew
     yield
     registry.algorithms.restore(saved[0])
     registry.estimators.restore(saved[1])
