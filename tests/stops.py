@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,11 +28,23 @@ def _default_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _whole_session(proc: subprocess.Popen, sig: int) -> None:
+    """``sig`` to every process of ``proc``'s session, as Slurm's cgroup process tracking signals a job (the
+    processes a library such as Ray started included)."""
+    import psutil
+
+    for pid in psutil.pids():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getsid(pid) == proc.pid:
+                os.kill(pid, sig)
+
+
 def signal_when(argv: list[str], ready: Callable[[], bool], signals: Sequence[int], *, env: dict | None = None,
-                after_s: float = 0.0, gap_s: float = 0.05, timeout: float = 300) -> Stopped:
-    """Run ``argv``; once ``ready()`` holds, wait ``after_s``, then send ``signals`` ``gap_s`` apart."""
+                after_s: float = 0.0, gap_s: float = 0.05, timeout: float = 300, session: bool = False) -> Stopped:
+    """Run ``argv``; once ``ready()`` holds, wait ``after_s``, then send ``signals`` ``gap_s`` apart: to the
+    process, or with ``session`` to every process of the session it starts."""
     proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=_default_signals)
+                            text=True, preexec_fn=_default_signals, start_new_session=session)
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -44,7 +57,9 @@ def signal_when(argv: list[str], ready: Callable[[], bool], signals: Sequence[in
     for i, sig in enumerate(signals):
         if i:
             time.sleep(gap_s)
-        if proc.poll() is None:
+        if session:
+            _whole_session(proc, sig)
+        elif proc.poll() is None:
             proc.send_signal(sig)
     out, err = proc.communicate(timeout=timeout)
     return Stopped(proc.returncode, out, err, time.monotonic() - began)

@@ -15,20 +15,17 @@ checked against the undisturbed run."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("ray")
 pytest.importorskip("verl")
-psutil = pytest.importorskip("psutil")
+pytest.importorskip("psutil")  # signal_when(session=True) lists the processes of the session
 
 import torch  # noqa: E402
 
@@ -69,25 +66,10 @@ def _lines(path: Path) -> int:
 
 
 def _stop(argv: list[str], ready, delay: float, group: bool) -> tuple[int, str, float]:
-    """Run ``argv`` in its own session; once ``ready()`` holds and ``delay`` s more have passed, SIGTERM the
-    driver (or every process of its session). Returns the exit code, stderr and seconds to exit."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    while not ready():
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        time.sleep(0.05)
-    time.sleep(delay)
-    began = time.monotonic()
-    if group:  # every process of the job, as Slurm's cgroup process tracking signals them (Ray's own included)
-        for pid in psutil.pids():
-            with contextlib.suppress(psutil.Error, ProcessLookupError):
-                if os.getsid(pid) == proc.pid:
-                    os.kill(pid, signal.SIGTERM)
-    else:
-        proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=300)
-    return proc.returncode, err, time.monotonic() - began
+    """SIGTERM ``argv``'s driver (or with ``group`` every process of its session) once ``ready()`` holds and
+    ``delay`` s more have passed. Returns the exit code, stderr and seconds to exit."""
+    stop = signal_when(argv, ready, [signal.SIGTERM], after_s=delay, session=group)
+    return stop.returncode, stop.stderr, stop.exit_s
 
 
 def _train_argv(ckpt: Path, out: Path) -> list[str]:
