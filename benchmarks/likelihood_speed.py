@@ -1,14 +1,17 @@
 """DARE's batched likelihood estimator against a one-request-at-a-time loop in the authors' style.
 
     python benchmarks/likelihood_speed.py [--model tiny-llada | --shape 8b] [--requests 16] [--mc-num 128]
-        [--batch 8] [--cfg 0.0] [--device cpu|cuda] [--target-tokens 2 12]
+        [--batch 8] [--cfg 0.0] [--device cpu|cuda] [--target-tokens 2 12] [--check-greedy]
 
 The loop follows ML-GSAI/LLaDA@b7e6c35 eval_llada.py ``get_loglikelihood`` step by step, written here (not
 imported): per request, the global RNG seeded with the request's seed, ``mc_num / batch`` iterations of one
 forward of ``batch`` full-width rows (plus the unconditional copy under CFG), the cross-entropy of the masked
 positions over p_mask, one ``.item()`` per iteration. DARE plans every request's rows from its own
 generator, packs all of them into shared forward batches and sends only the masked positions through the LM
-head. Both score the same token ids with the same draws; the values are asserted equal (float32: 1e-5
+head. With ``--check-greedy`` both also answer lm-eval's is_greedy: the loop by the authors'
+``suffix_greedy_prediction`` (one row, T steps), DARE by ``greedy_matches`` (every request's canvases at once, a
+request settled at its first wrong commit); the answers are asserted equal. Both score the same token ids with
+the same draws; the values are asserted equal (float32: 1e-5
 relative; bfloat16: 2e-2, where logits of a full-width and a gathered LM head round differently).
 ``--shape 8b`` builds the real LLaDA-8B shape with random bf16 weights on the GPU (as benchmarks/gpu_decode.py).
 The last line is one JSON object: seconds of each (CPU seconds of this process on a CPU, wall seconds on a
@@ -27,7 +30,7 @@ import torch.nn.functional as F
 
 from dare.backends.likelihood.base import Encoded
 from dare.backends.likelihood.forward import score_rows
-from dare.backends.likelihood.masked import LladaMC, LladaOptions
+from dare.backends.likelihood.masked import LladaMC, LladaOptions, greedy_matches
 from dare.backends.models.loader import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,11 +82,34 @@ def authors_loop(model, enc: Encoded, seed: int, mc_num: int, batch: int, cfg: f
     return -sum(losses) / len(losses)
 
 
-def dare_batched(model, encs: list[Encoded], seeds: list[int], options: LladaOptions) -> list[float]:
+def authors_greedy(model, enc: Encoded, cfg: float) -> list[int]:
+    """suffix_greedy_prediction for one request: T forwards of one row, the most confident masked position
+    committed each step; the decoded target (is_greedy: it equals the request's)."""
+    p = len(enc.prefix)
+    seq = torch.tensor(enc.prefix + [model.mask_id] * len(enc.target), device=model.device)[None]
+    positions = torch.arange(seq.shape[1], device=model.device)[None]
+    for _ in range(len(enc.target)):
+        mask_index = seq == model.mask_id
+        if cfg > 0:
+            un = seq.clone()
+            un[:, :p] = model.mask_id
+            cond, unc = model.net(torch.cat([seq, un]), positions.repeat(2, 1), None).float().chunk(2)
+            logits = (unc + (cfg + 1) * (cond - unc))[mask_index]
+        else:
+            logits = model.net(seq, positions, None).float()[mask_index]
+        x0 = torch.argmax(logits, dim=-1)
+        confidence = torch.gather(torch.softmax(logits, dim=-1), -1, x0[:, None])[:, 0]
+        x0[torch.sort(confidence, descending=True).indices[1:]] = model.mask_id
+        seq[mask_index] = x0
+    return seq[0, p:].tolist()
+
+
+def dare_batched(model, encs: list[Encoded], seeds: list[int], options: LladaOptions) -> list[tuple[float, bool]]:
     estimator = LladaMC(options)
     plans = [estimator.plan(e, torch.Generator().manual_seed(s), model.mask_id) for e, s in zip(encs, seeds)]
     nlls = score_rows(model, plans, estimator.cfg)
-    return [estimator.reduce(e, plan, nll)[0] for e, plan, nll in zip(encs, plans, nlls)]
+    greedy = greedy_matches(model, encs, estimator.cfg) if options.check_greedy else [False] * len(encs)
+    return [(estimator.reduce(e, plan, nll)[0], g) for e, plan, nll, g in zip(encs, plans, nlls, greedy)]
 
 
 def _sync(model) -> None:
@@ -103,6 +129,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--target-tokens", type=int, nargs=2, default=(2, 12), metavar=("MIN", "MAX"),
                         help="continuation lengths (multiple-choice answers: 1-4 for letters, 2-12 for short answers)")
+    parser.add_argument("--check-greedy", action="store_true", help="answer lm-eval's is_greedy too (both sides)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.shape == "8b":
@@ -114,8 +141,12 @@ def main() -> None:
     # CPU: this process's CPU seconds (the machine may be shared; one thread); CUDA: wall seconds after a sync
     clock = time.process_time if model.device.type == "cpu" else time.perf_counter
     encs = requests(model, args.requests, tuple(args.target_tokens))
+    if args.check_greedy:  # every other target is the model's own greedy answer: both is_greedy answers occur
+        with torch.inference_mode():
+            encs = [Encoded(e.prefix, authors_greedy(model, e, args.cfg), request_id=e.request_id) if i % 2 else e
+                    for i, e in enumerate(encs)]
     seeds = list(range(100, 100 + len(encs)))
-    options = LladaOptions(mc_num=args.mc_num, batch=args.batch, cfg=args.cfg)
+    options = LladaOptions(mc_num=args.mc_num, batch=args.batch, cfg=args.cfg, check_greedy=args.check_greedy)
     with torch.inference_mode():
         dare_batched(model, encs[:1], seeds[:1], options)  # warm-up (allocator, kernels)
         _sync(model)
@@ -124,15 +155,18 @@ def main() -> None:
         _sync(model)
         dare_s = clock() - start
         start = clock()
-        theirs = [authors_loop(model, e, s, args.mc_num, args.batch, args.cfg) for e, s in zip(encs, seeds)]
+        theirs = [(authors_loop(model, e, s, args.mc_num, args.batch, args.cfg),
+                   args.check_greedy and authors_greedy(model, e, args.cfg) == e.target) for e, s in zip(encs, seeds)]
         _sync(model)
         loop_s = clock() - start
-    worst = max(abs(a - b) / max(abs(b), 1e-9) for a, b in zip(ours, theirs))
+    assert [g for _, g in ours] == [g for _, g in theirs], "is_greedy answers differ"
+    worst = max(abs(a - b) / max(abs(b), 1e-9) for (a, _), (b, _) in zip(ours, theirs))
     tolerance = 1e-5 if next(model.net.parameters()).dtype == torch.float32 else 2e-2
     assert worst <= tolerance, f"values differ: {worst:.2e} relative > {tolerance}"
     print(json.dumps({"model": args.shape or args.model, "device": str(model.device), "requests": len(encs),
                       "target_tokens": args.target_tokens,
                       "mc_num": args.mc_num, "batch": args.batch, "cfg": args.cfg, "threads": args.threads,
+                      "check_greedy": args.check_greedy, "greedy_true": sum(g for _, g in ours),
                       "dare_s": round(dare_s, 3), "authors_loop_s": round(loop_s, 3),
                       "speedup": round(loop_s / dare_s, 2), "max_rel_diff": worst}))
 

@@ -3,8 +3,8 @@
 Rows of equal width share a forward batch whichever request they come from: no row is padded, so a row's
 logits are computed alike whatever else is scored with it (padded rows of mixed widths differ from their
 unpadded selves in the last bits, through the attention's reductions). Each request's distinct rows run
-once, and only the positions a plan scores reach the LM head. ``pad_rows`` still pads (the greedy check's
-one-row steps), hiding padding keys from every real query.
+once, and only the positions a plan scores reach the LM head. The greedy check (masked.py) groups its
+canvases by width the same way.
 """
 
 from __future__ import annotations
@@ -49,26 +49,22 @@ def logits_at(model, tokens: torch.Tensor, positions: torch.Tensor, attention: t
     return model.net.lm_head(hidden[rows, cols]).float()
 
 
-def pad_rows(rows: list[tuple[RowPlan, int]], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """(plan, row) pairs -> tokens, targets, scored, positions, prompt (B, W) and attention (B, 1, W, W),
-    right-padded to the widest plan; attention None when every row has full attention over the same width."""
-    width = max(plan.width for plan, _ in rows)
-    full = all(plan.attention is None and plan.width == width for plan, _ in rows)
-    b = len(rows)
-    tokens = torch.full((b, width), pad_id, dtype=torch.long)
-    targets = torch.zeros((b, width), dtype=torch.long)
-    scored = torch.zeros((b, width), dtype=torch.bool)
-    prompt = torch.zeros((b, width), dtype=torch.bool)
-    positions = torch.zeros((b, width), dtype=torch.long)
-    attention = torch.eye(width, dtype=torch.bool).repeat(b, 1, 1, 1)
-    for i, (plan, r) in enumerate(rows):
-        w = plan.width
-        tokens[i, :w], targets[i, :w], scored[i, :w], positions[i, :w] = (plan.tokens[r], plan.targets[r],
-                                                                           plan.scored[r], plan.positions)
-        if plan.prompt is not None:
-            prompt[i, :w] = plan.prompt
-        attention[i, 0, :w, :w] = True if plan.attention is None else plan.attention
-    return tokens, targets, scored, positions, prompt, None if full else attention
+def stack_rows(rows: list[tuple[RowPlan, int]]) -> tuple[torch.Tensor, ...]:
+    """(plan, row) pairs of one width W -> tokens, targets, scored, positions, prompt (B, W) and attention
+    (B, 1, W, W), or None when every plan has full attention."""
+    plans = [plan for plan, _ in rows]
+    width = plans[0].width
+    assert all(plan.width == width for plan in plans), "rows of one forward share a width (never padded)"
+    tokens, targets, scored = (torch.stack([getattr(plan, name)[r] for plan, r in rows])
+                               for name in ("tokens", "targets", "scored"))
+    positions = torch.stack([plan.positions for plan in plans])
+    prompt = torch.stack([torch.zeros(width, dtype=torch.bool) if plan.prompt is None else plan.prompt
+                          for plan in plans])
+    if all(plan.attention is None for plan in plans):
+        return tokens, targets, scored, positions, prompt, None
+    full = torch.ones((width, width), dtype=torch.bool)
+    attention = torch.stack([full if plan.attention is None else plan.attention for plan in plans])[:, None]
+    return tokens, targets, scored, positions, prompt, attention
 
 
 def tokens_per_forward(model) -> int:
@@ -103,8 +99,7 @@ def score_rows(model, plans: list[RowPlan], cfg: float = 0.0) -> list[torch.Tens
         while stop < len(rows) and plans[rows[stop][0]].width == width and (stop - start + 1) * width <= budget:
             stop += 1
         group = rows[start:stop]
-        tokens, targets, scored, positions, prompt, attention = pad_rows([(plans[i], r) for i, _, r in group],
-                                                                         model.pad_id)
+        tokens, targets, scored, positions, prompt, attention = stack_rows([(plans[i], r) for i, _, r in group])
         with torch.inference_mode():
             logits = logits_at(model, tokens, positions, attention, scored, cfg, prompt)
             nll = F.cross_entropy(logits, targets[scored].to(logits.device), reduction="none").cpu()

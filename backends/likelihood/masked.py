@@ -19,7 +19,7 @@ import torch
 from pydantic import Field
 
 from .base import Encoded, IterationOptions, RowPlan, ScoringEstimator, iteration_estimate, scoring_estimator, sequence
-from .forward import logits_at, pad_rows
+from .forward import logits_at, tokens_per_forward
 
 
 class LladaOptions(IterationOptions):
@@ -75,26 +75,38 @@ class LladaMC(ScoringEstimator):
 def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
     """LLaDA's ``suffix_greedy_prediction`` for every request at once: from the prefix and an all-mask target,
     each step commits the masked position whose argmax token has the highest probability (float32 softmax);
-    after T steps, is the canvas the target? One row per request per step; finished requests drop out."""
+    after T steps, is the canvas the target? A committed token never changes, so a request whose commit is not
+    its target's token is settled False there and takes no more steps (a wrong choice usually at its first).
+    Canvases of equal width share a forward unpadded, so an answer is the same alone or beside any others."""
     canvases = [torch.tensor(e.prefix + [model.mask_id] * len(e.target)) for e in encoded]
+    failed: set[int] = set()
     for step in range(max(len(e.target) for e in encoded)):
-        live = [i for i, e in enumerate(encoded) if step < len(e.target)]
-        plans = []
-        for i in live:
-            seq, width = canvases[i], len(canvases[i])
-            masked = seq == model.mask_id
-            plans.append(RowPlan(seq[None], seq[None], masked[None], torch.arange(width),
-                                 prompt=torch.arange(width) < len(encoded[i].prefix)))
-        tokens, _, scored, positions, prompt, attention = pad_rows([(plan, 0) for plan in plans], model.pad_id)
-        with torch.inference_mode():
-            logits = logits_at(model, tokens, positions, attention, scored, cfg, prompt).cpu()
-        offset = 0
-        for i, plan in zip(live, plans):
-            n = int(plan.scored.sum())
-            part = logits[offset:offset + n]
-            offset += n
-            x0 = part.argmax(-1)
-            confidence = torch.softmax(part, -1).gather(-1, x0[:, None])[:, 0]
-            where = plan.scored[0].nonzero()[:, 0][confidence.argmax()]
-            canvases[i][where] = x0[confidence.argmax()]
-    return [canvases[i][len(e.prefix):].tolist() == e.target for i, e in enumerate(encoded)]
+        live = sorted((i for i, e in enumerate(encoded) if step < len(e.target) and i not in failed),
+                      key=lambda i: len(canvases[i]))
+        for group in _equal_width_groups(live, [len(c) for c in canvases], tokens_per_forward(model)):
+            tokens = torch.stack([canvases[i] for i in group])  # (B, W)
+            width = tokens.shape[1]
+            scored = tokens == model.mask_id
+            prompt = torch.arange(width)[None] < torch.tensor([len(encoded[i].prefix) for i in group])[:, None]
+            with torch.inference_mode():
+                logits = logits_at(model, tokens, torch.arange(width).repeat(len(group), 1), None, scored, cfg,
+                                   prompt).cpu()
+            for i, part, where in zip(group, logits.split(scored.sum(1).tolist()), scored):
+                x0 = part.argmax(-1)
+                best = torch.softmax(part, -1).gather(-1, x0[:, None])[:, 0].argmax()
+                position, token = int(where.nonzero()[best, 0]), int(x0[best])
+                canvases[i][position] = token
+                if token != model.mask_id and token != encoded[i].target[position - len(encoded[i].prefix)]:
+                    failed.add(i)
+    return [i not in failed and canvases[i][len(e.prefix):].tolist() == e.target for i, e in enumerate(encoded)]
+
+
+def _equal_width_groups(ids: list[int], widths: list[int], budget: int) -> list[list[int]]:
+    """``ids`` (sorted by width) cut into runs of equal width of at most ``budget`` tokens (one id at least)."""
+    groups: list[list[int]] = []
+    for i in ids:
+        if groups and widths[groups[-1][0]] == widths[i] and (len(groups[-1]) + 1) * widths[i] <= budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups

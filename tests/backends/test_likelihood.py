@@ -20,7 +20,7 @@ MODELS = Path(__file__).resolve().parents[2] / "configs" / "models"
 REQUESTS = [LikelihoodRequest("a", "Question: what is two plus two?\nAnswer:", " four", 3),
             LikelihoodRequest("b", "The cat sat on the", " mat, and then it slept all afternoon.", 11),
             LikelihoodRequest("c", "Sudoku: 1200034000214300", " 1243", 5)]
-SETTINGS = [("tiny-llada", "llada_mc", {"mc_num": 8, "batch": 4, "cfg": 0.5}),
+SETTINGS = [("tiny-llada", "llada_mc", {"mc_num": 8, "batch": 4, "cfg": 0.5, "check_greedy": True}),
             ("tiny-dream", "dream_mc", {"mc_num": 8, "batch": 4, "log_type": "union"}),
             ("tiny-dream", "dream_ar", {"direction": "btf"}),
             ("tiny-sdar", "block_elbo", {"mc_num": 8})]
@@ -141,29 +141,54 @@ def test_the_family_default_and_the_record(engines):
     assert engines["tiny-sdar"].likelihood_estimator(None, {}).name == "block_elbo"
 
 
-def test_the_greedy_check_is_llada_one_token_per_step_decoding(engines):
-    """LLaDA's ``suffix_greedy_prediction`` is its generate with one block, one token per step, low confidence
-    (whose tokens test_llada_reference pins to the official loop): the decoded targets pass, each with one
-    token changed fails. Targets of 6 tokens, so committing in another order (left to right) decodes others."""
+def _greedy_targets(model) -> list:
+    """REQUESTS' contexts, each with the 6 tokens LLaDA's generate decodes after it with one block, one token per
+    step, low confidence (whose tokens test_llada_reference pins to the official loop)."""
     import torch
 
     from dare.backends.decoding import llada
     from dare.backends.decoding.common import Canvas
     from dare.backends.decoding.mdm import decode_masked_diffusion
     from dare.backends.likelihood.base import Encoded
-    from dare.backends.likelihood.masked import greedy_matches
     from dare.harness.records import DecodingConfig
 
-    model = engines["tiny-llada"].model
     prefixes = [model.tokenizer(r.context)["input_ids"] for r in REQUESTS]
     cfg = DecodingConfig(gen_length=6, steps=6, block_length=6)
     canvas = Canvas.build(prefixes, 6, model.mask_id, model.pad_id, "cpu")
     with torch.inference_mode():
         decoded = decode_masked_diffusion(model, canvas, cfg, llada.LladaOptions(),
                                           [torch.Generator().manual_seed(0)] * 3, llada.low_confidence).tokens
-    right = [Encoded(p, t) for p, t in zip(prefixes, decoded.tolist())]
+    return [Encoded(p, t) for p, t in zip(prefixes, decoded.tolist())]
+
+
+def test_the_greedy_check_is_llada_one_token_per_step_decoding(engines):
+    """LLaDA's ``suffix_greedy_prediction`` is that generate: the decoded targets pass, each with one token
+    changed fails. Targets of 6 tokens, so committing in another order (left to right) decodes others."""
+    from dare.backends.likelihood.base import Encoded
+    from dare.backends.likelihood.masked import greedy_matches
+
+    model = engines["tiny-llada"].model
+    right = _greedy_targets(model)
     wrong = [Encoded(e.prefix, e.target[:-1] + [(e.target[-1] + 1) % model.mask_id]) for e in right]
     assert greedy_matches(model, right + wrong, 0.0) == [True] * 3 + [False] * 3
+
+
+def test_a_wrong_commit_settles_the_greedy_check_at_once(engines, monkeypatch):
+    """A committed token never changes, so a request is settled False at its first commit that is not its
+    target's token and takes no more steps (counted at the network): targets the model decodes take their 6
+    steps; those targets with every token changed stop after the first step, whichever position it commits."""
+    from dare.backends.likelihood.base import Encoded
+    from dare.backends.likelihood.masked import greedy_matches
+
+    model = engines["tiny-llada"].model
+    right = _greedy_targets(model)
+    rows = []  # canvas rows through the network
+    forward = model.net.hidden_states
+    monkeypatch.setattr(model.net, "hidden_states", lambda tokens, *a: rows.append(len(tokens)) or forward(tokens, *a))
+    assert greedy_matches(model, right, 0.0) == [True] * 3 and sum(rows) == 3 * 6
+    wrong = [Encoded(e.prefix, [(t + 1) % model.mask_id for t in e.target]) for e in right]  # every token changed
+    rows.clear()
+    assert greedy_matches(model, wrong, 0.0) == [False] * 3 and sum(rows) == 3
 
 
 def test_the_cached_engine_scores_with_the_same_model():
