@@ -4,7 +4,9 @@
         compare_sudoku_masked=runs/compare-masked compare_sudoku_masked_lr1e4=runs/compare-masked-lr1e4 [--check]
 
 Each ``CONFIG=DIR`` pair names a comparison config (configs/experiments or a path) and the ``--out`` that
-``dare-train --compare CONFIG --out DIR`` wrote. The README block between
+``dare-train --compare CONFIG --out DIR`` wrote; ``CONFIG@TAG=DIR`` fills the block named ``CONFIG@TAG`` from
+a second ``--out`` of the same config (runs of it made elsewhere, e.g. on another CPU, with their own start).
+The README block between
 
     <!-- readme_figures: CONFIG -->
     ...
@@ -13,8 +15,8 @@ Each ``CONFIG=DIR`` pair names a comparison config (configs/experiments or a pat
 is replaced by the table rebuilt from DIR's evaluation records (run.json + samples.jsonl: metrics,
 intervals, paired changes from the start; for a comparison over seeds, the table over seeds then each
 seed's) and training logs (CPU seconds per logged step), followed by
-one line of what those records say the results depend on (torch threads, deterministic switch, CPU
-capability, torch version, start CPU seconds). ``--check`` changes nothing and exits 1 when the README
+one line of what those records say the results depend on (torch threads, deterministic switch, CPU model
+and capability, torch version, start CPU seconds). ``--check`` changes nothing and exits 1 when the README
 differs from the records (for CI once the records are kept). The last line printed is one JSON object.
 """
 
@@ -34,7 +36,7 @@ from dare.trainers.experiments.compare import load_comparison
 from dare.trainers.experiments.tables import comparison_rows, comparison_tables
 from dare.trainers.training.evaluate import read_eval_marker
 
-BLOCK = re.compile(r"(<!-- readme_figures: (?P<name>[\w./-]+) -->\n)(?P<body>.*?)(<!-- /readme_figures -->)", re.S)
+BLOCK = re.compile(r"(<!-- readme_figures: (?P<name>[\w./@-]+) -->\n)(?P<body>.*?)(<!-- /readme_figures -->)", re.S)
 
 
 def _start(out: Path, comparison) -> tuple[str, Path, Path | None]:
@@ -64,7 +66,7 @@ def _depends_on(rows: list[dict[str, Any]], start_dir: Path | None) -> str:
 
     parts = [f"torch {values('torch')}", f"{values('torch_threads')} torch thread(s)",
              f"deterministic algorithms {values('deterministic_algorithms')}",
-             f"CPU capability {values('cpu_capability')}"]
+             f"CPU {values('cpu')}", f"CPU capability {values('cpu_capability')}"]
     train = sum(r["cpu_seconds"]["train"] for r in rows if "cpu_seconds" in r)
     evals = sum(r["cpu_seconds"].get("eval", 0.0) for r in rows if "cpu_seconds" in r)
     cpu = f"runs trained {train / 60:.1f} CPU-minutes, evaluated {evals / 60:.1f}"
@@ -74,8 +76,9 @@ def _depends_on(rows: list[dict[str, Any]], start_dir: Path | None) -> str:
 
 
 def figures(name: str, out: Path) -> str:
-    """The README block of comparison ``name`` rebuilt from the records under ``out``."""
-    comparison, _ = load_comparison(name)
+    """The README block of comparison ``name`` (``CONFIG`` or ``CONFIG@TAG``) rebuilt from the records under
+    ``out``."""
+    comparison, _ = load_comparison(name.partition("@")[0])
     label, baseline, start_dir = _start(out, comparison)
     rows = comparison_rows(out, label, baseline, comparison)
     _, table = comparison_tables(rows, comparison)

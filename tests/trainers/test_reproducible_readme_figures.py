@@ -56,6 +56,19 @@ def test_tables_come_from_the_records_and_check_catches_hand_edits(compared, tmp
     assert code == 1 and report["changed"] is True and "99.9" in readme.read_text()
 
 
+def test_a_tagged_block_is_the_same_config_from_another_out(compared, tmp_path, monkeypatch, capsys):
+    """``CONFIG@TAG=DIR`` fills the block ``CONFIG@TAG`` (the same comparison run elsewhere) and leaves the
+    untagged block of CONFIG as it was."""
+    config, out = compared
+    readme = tmp_path / "README.md"
+    readme.write_text(README.format(name=config) + README.format(name=f"{config}@xeon"))
+    code, report, _ = _script(monkeypatch, capsys, str(readme), f"{config}@xeon={out}")
+    assert code == 0 and report["blocks"] == [f"{config}@xeon"]
+    untagged, tagged = readme.read_text().split("# Title")[1:]
+    assert "| typed | by hand |" in untagged and "| typed | by hand |" not in tagged
+    assert (out / "comparison.md").read_text().strip() in tagged and "CPU " in tagged
+
+
 def test_a_missing_block_or_missing_records_is_one_line_exit_2(compared, tmp_path, monkeypatch, capsys):
     config, out = compared
     readme = tmp_path / "README.md"
