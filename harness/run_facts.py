@@ -193,6 +193,6 @@ class Environment(GivenFieldsRecord):
     gpu: str | None = None
     """Name of the first GPU, when one was available."""
     git_commit: str | None = None
-    """Commit of the dare source tree, when it is a git checkout."""
+    """Commit of the dare source tree, when it is a git checkout, as the process's first record found it."""
     git_dirty: bool | None = None
-    """Whether tracked files differed from that commit."""
+    """Whether tracked files differed from that commit, then or by this record (a commit made meanwhile too)."""

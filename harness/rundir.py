@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import platform
 import re
@@ -221,6 +222,17 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _source_now() -> tuple[str, bool] | None:
+    """(HEAD commit, whether tracked files differ from it) of the source tree, or None outside a checkout."""
+    commit = _git("rev-parse", "HEAD")
+    return None if not commit else (commit, bool(_git("status", "--porcelain", "--untracked-files=no")))
+
+
+#: the tree as this process's first record found it: a run imports its code when it starts, so a commit or an
+#: edit made while it runs (a training's evaluation is recorded at its end) names code the run may not have run
+_source_at_first_record = functools.cache(_source_now)
+
+
 def _cpu_model() -> str | None:
     """The CPU's model name: float kernels (MKL's code path, torch's vector width) are chosen per CPU."""
     try:
@@ -234,7 +246,8 @@ def _cpu_model() -> str | None:
 
 def environment() -> Environment:
     """Python, packages, platform, accelerator and the source commit (with a dirty flag), as the record's
-    :class:`~dare.harness.records.Environment`."""
+    :class:`~dare.harness.records.Environment`. The commit is the one this process's first record found; the
+    flag is also set when HEAD or the tracked files changed since."""
     env: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -255,10 +268,10 @@ def environment() -> Environment:
     if torch is not None and torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
         env["gpu"] = torch.cuda.get_device_name(0)
-    commit = _git("rev-parse", "HEAD")
-    if commit:
-        env["git_commit"] = commit
-        env["git_dirty"] = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    first, now = _source_at_first_record(), _source_now()
+    if first is not None:
+        env["git_commit"] = first[0]
+        env["git_dirty"] = first[1] or now != first
     return Environment(**env)
 
 

@@ -7,6 +7,7 @@ tiny-sdar, a replay run, and the evaluations dare-train wrote after an sft and a
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -131,6 +132,26 @@ def test_environment_keeps_absent_apart_from_null():
     typed = environment()
     assert environment_info() == typed.model_dump(mode="json")
     assert typed.python and typed.cpu_count and "python" in environment_info()
+
+
+def test_a_commit_or_an_edit_during_the_run_marks_its_records_dirty(monkeypatch):
+    """A run imports its code when it starts; a training evaluates at its end. The records name the tree the
+    process's first record found, and are dirty when HEAD or the tracked files changed since."""
+    from dare.harness import rundir
+
+    tree = {"rev-parse": "a" * 40, "status": ""}
+    monkeypatch.setattr(rundir, "_git", lambda command, *args: tree[command])
+    monkeypatch.setattr(rundir, "_source_at_first_record", functools.cache(rundir._source_now))
+    first = rundir.environment()
+    assert (first.git_commit, first.git_dirty) == ("a" * 40, False)
+    assert rundir.environment().git_dirty is False  # nothing changed
+    tree["rev-parse"] = "b" * 40  # committed meanwhile
+    later = rundir.environment()
+    assert (later.git_commit, later.git_dirty) == ("a" * 40, True)
+    tree["rev-parse"], tree["status"] = "a" * 40, " M harness/rundir.py"  # edited meanwhile
+    assert rundir.environment().git_dirty is True
+    tree["status"] = ""  # edited and put back: the code loaded is the commit's again
+    assert rundir.environment().git_dirty is False
 
 
 def _record_with(tmp_path: Path, section: str, value) -> dict:
