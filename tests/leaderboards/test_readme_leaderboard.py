@@ -5,6 +5,7 @@ README's numbers are those records' numbers, and no kept record folder under doc
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -65,3 +66,18 @@ def test_the_readme_choice_table_holds_the_kept_records(runs):
 def test_no_kept_record_folder_holds_a_run_cache():
     caches = [p for p in (REPO / "docs" / "figures").rglob("*") if p.name in (".cache", ".lock")]
     assert caches == []
+
+
+def test_every_kept_record_names_a_clean_commit():
+    """Every run.json under docs/figures (leaderboard, comparisons, frontier) was made at a commit with no local
+    changes, so each number the README shows can be traced to the code that made it."""
+    records = sorted((REPO / "docs" / "figures").rglob("run.json"))
+    assert len(records) > 100
+    dirty = [str(p.relative_to(REPO)) for p in records
+             if not _clean(json.loads(p.read_text(encoding="utf-8")).get("environment", {}))]
+    assert dirty == []
+
+
+def _clean(environment: dict) -> bool:
+    commit = environment.get("git_commit", "")
+    return environment.get("git_dirty") is False and re.fullmatch(r"[0-9a-f]{40}", commit) is not None

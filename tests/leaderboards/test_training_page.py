@@ -1,7 +1,7 @@
 """The training page on the kept records of the masked-diffusion comparison (docs/figures/compare/compare-masked:
-four algorithms x three seeds from one SFT start, the newer ones with fewer): one setting per algorithm with its
-seeds, the mean and band computed from each seed's own training log, read here independently, and the page
-reached from the index."""
+four algorithms x three seeds from one SFT start; the newer ones, rerun on another CPU, are in
+compare-masked-xeon): one setting per algorithm with its seeds, the mean and band computed from each seed's
+own training log, read here independently, and the page reached from the index."""
 
 from __future__ import annotations
 
@@ -67,14 +67,17 @@ def test_a_series_no_run_logged_has_no_panel(runs):
 
 
 def test_page_linked_from_the_index_with_a_panel_per_logged_series(runs, tmp_path):
-    source = tmp_path / "kept"
-    shutil.copytree(KEPT, source)
-    report = build_site([source], tmp_path / "site")
+    """With the two-seed runs redone on another CPU beside them: a section per algorithm whatever its seeds."""
+    folders = [KEPT, KEPT.with_name("compare-masked-xeon")]
+    for folder in folders:
+        shutil.copytree(folder, tmp_path / "kept" / folder.name)
+    report = build_site([tmp_path / "kept" / folder.name for folder in folders], tmp_path / "site")
     index = (report.out / "index.html").read_text()
     assert 'href="training/index.html"' in index
     page = (report.out / "training" / "index.html").read_text()
     sections = re.findall(r'<div class="training-setting"><h3>(.*?) <span', page)
-    kept = sorted({run.name.rsplit("-s", 1)[0] for run in (KEPT / "runs").iterdir() if run.is_dir()})
+    kept = sorted({run.name.rsplit("-s", 1)[0] for folder in folders for run in (folder / "runs").iterdir()
+                   if run.is_dir()})
     assert set(ALGORITHMS) < set(kept)
     assert sorted(s.replace("<wbr>", "") for s in sections if "sft" not in s) == kept
     d1 = page.split('<div class="training-setting"><h3>d1 ')[1].split('<div class="training-setting">')[0]

@@ -88,6 +88,8 @@ def test_the_readme_tables_equal_the_kept_records(monkeypatch, capsys):
     kept = root / "docs" / "figures" / "compare"
     code, report, err = _script(monkeypatch, capsys, str(root / "README.md"),
                                 f"compare_sudoku_block={kept / 'compare-block'}",
+                                f"compare_sudoku_block@xeon={kept / 'compare-block-xeon'}",
                                 f"compare_sudoku_masked_lr1e4={kept / 'compare-masked-lr1e4'}",
-                                f"compare_sudoku_masked={kept / 'compare-masked'}", "--check")
+                                f"compare_sudoku_masked={kept / 'compare-masked'}",
+                                f"compare_sudoku_masked@xeon={kept / 'compare-masked-xeon'}", "--check")
     assert code == 0 and report["changed"] is False, err
