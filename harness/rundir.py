@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import fcntl
-import functools
 import os
 import platform
 import re
@@ -228,9 +227,10 @@ def _source_now() -> tuple[str, bool] | None:
     return None if not commit else (commit, bool(_git("status", "--porcelain", "--untracked-files=no")))
 
 
-#: the tree as this process's first record found it: a run imports its code when it starts, so a commit or an
-#: edit made while it runs (a training's evaluation is recorded at its end) names code the run may not have run
-_source_at_first_record = functools.cache(_source_now)
+#: the tree as this process's first record found it (one entry once read): a run imports its code when it
+#: starts, so a commit or an edit made while it runs (a training's evaluation is recorded at its end) would
+#: otherwise name code the run may not have run
+_SOURCE_AT_FIRST_RECORD: list[tuple[str, bool] | None] = []
 
 
 def _cpu_model() -> str | None:
@@ -268,7 +268,10 @@ def environment() -> Environment:
     if torch is not None and torch.cuda.is_available():
         env["cuda"] = torch.version.cuda
         env["gpu"] = torch.cuda.get_device_name(0)
-    first, now = _source_at_first_record(), _source_now()
+    now = _source_now()
+    if not _SOURCE_AT_FIRST_RECORD:
+        _SOURCE_AT_FIRST_RECORD.append(now)
+    first = _SOURCE_AT_FIRST_RECORD[0]
     if first is not None:
         env["git_commit"] = first[0]
         env["git_dirty"] = first[1] or now != first

@@ -9,12 +9,17 @@ canvases by width the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
 import torch.nn.functional as F
 
 from dare.backends.decoding.mdm import CPU_TOKENS_PER_FORWARD
 
 from .base import RowPlan
+
+T = TypeVar("T")
 
 #: on a GPU, rows go through the network in groups of about this many tokens (logits stay a few GB at a
 #: 126k vocabulary because only scored positions reach the LM head)
@@ -67,6 +72,18 @@ def stack_rows(rows: list[tuple[RowPlan, int]]) -> tuple[torch.Tensor, ...]:
     return tokens, targets, scored, positions, prompt, attention
 
 
+def width_groups(items: list[T], width: Callable[[T], int], budget: int) -> list[list[T]]:
+    """``items`` (sorted by width) cut into runs of one width of at most ``budget`` tokens (one item at least):
+    the forward batches, never padded."""
+    groups: list[list[T]] = []
+    for item in items:
+        if groups and width(groups[-1][0]) == width(item) and (len(groups[-1]) + 1) * width(item) <= budget:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
 def tokens_per_forward(model) -> int:
     return CPU_TOKENS_PER_FORWARD if model.device.type == "cpu" else GPU_TOKENS_PER_FORWARD
 
@@ -91,14 +108,7 @@ def score_rows(model, plans: list[RowPlan], cfg: float = 0.0) -> list[torch.Tens
     out = [torch.zeros((len(first), p.width), dtype=torch.float32) for p, (first, _) in zip(plans, distinct)]
     rows = [(i, u, int(r)) for i, (first, _) in enumerate(distinct) for u, r in enumerate(first)]
     rows.sort(key=lambda row: plans[row[0]].width)  # stable: equal widths keep their order
-    budget = tokens_per_forward(model)
-    start = 0
-    while start < len(rows):
-        width = plans[rows[start][0]].width
-        stop = start + 1
-        while stop < len(rows) and plans[rows[stop][0]].width == width and (stop - start + 1) * width <= budget:
-            stop += 1
-        group = rows[start:stop]
+    for group in width_groups(rows, lambda row: plans[row[0]].width, tokens_per_forward(model)):
         tokens, targets, scored, positions, prompt, attention = stack_rows([(plans[i], r) for i, _, r in group])
         with torch.inference_mode():
             logits = logits_at(model, tokens, positions, attention, scored, cfg, prompt)
@@ -107,5 +117,4 @@ def score_rows(model, plans: list[RowPlan], cfg: float = 0.0) -> list[torch.Tens
         filled[scored] = nll
         for j, (i, u, _) in enumerate(group):
             out[i][u] = filled[j]
-        start = stop
     return [computed[inverse] for computed, (_, inverse) in zip(out, distinct)]

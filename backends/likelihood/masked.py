@@ -19,7 +19,7 @@ import torch
 from pydantic import Field
 
 from .base import Encoded, IterationOptions, RowPlan, ScoringEstimator, iteration_estimate, scoring_estimator, sequence
-from .forward import logits_at, tokens_per_forward
+from .forward import logits_at, tokens_per_forward, width_groups
 
 
 class LladaOptions(IterationOptions):
@@ -79,11 +79,12 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
     its target's token is settled False there and takes no more steps (a wrong choice usually at its first).
     Canvases of equal width share a forward unpadded, so an answer is the same alone or beside any others."""
     canvases = [torch.tensor(e.prefix + [model.mask_id] * len(e.target)) for e in encoded]
+    widths, budget = [len(c) for c in canvases], tokens_per_forward(model)
     failed: set[int] = set()
     for step in range(max(len(e.target) for e in encoded)):
         live = sorted((i for i, e in enumerate(encoded) if step < len(e.target) and i not in failed),
-                      key=lambda i: len(canvases[i]))
-        for group in _equal_width_groups(live, [len(c) for c in canvases], tokens_per_forward(model)):
+                      key=widths.__getitem__)
+        for group in width_groups(live, widths.__getitem__, budget):
             tokens = torch.stack([canvases[i] for i in group])  # (B, W)
             width = tokens.shape[1]
             scored = tokens == model.mask_id
@@ -100,13 +101,3 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
                     failed.add(i)
     return [i not in failed and canvases[i][len(e.prefix):].tolist() == e.target for i, e in enumerate(encoded)]
 
-
-def _equal_width_groups(ids: list[int], widths: list[int], budget: int) -> list[list[int]]:
-    """``ids`` (sorted by width) cut into runs of equal width of at most ``budget`` tokens (one id at least)."""
-    groups: list[list[int]] = []
-    for i in ids:
-        if groups and widths[groups[-1][0]] == widths[i] and (len(groups[-1]) + 1) * widths[i] <= budget:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups

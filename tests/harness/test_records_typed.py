@@ -7,7 +7,6 @@ tiny-sdar, a replay run, and the evaluations dare-train wrote after an sft and a
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -141,7 +140,7 @@ def test_a_commit_or_an_edit_during_the_run_marks_its_records_dirty(monkeypatch)
 
     tree = {"rev-parse": "a" * 40, "status": ""}
     monkeypatch.setattr(rundir, "_git", lambda command, *args: tree[command])
-    monkeypatch.setattr(rundir, "_source_at_first_record", functools.cache(rundir._source_now))
+    monkeypatch.setattr(rundir, "_SOURCE_AT_FIRST_RECORD", [])  # a fresh process
     first = rundir.environment()
     assert (first.git_commit, first.git_dirty) == ("a" * 40, False)
     assert rundir.environment().git_dirty is False  # nothing changed
