@@ -29,6 +29,7 @@ from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
 from ..sandbox.launcher import ENCODE_RATE, step_limit
+from ..sandbox.load import SCALE_RULE
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, machine_fingerprint, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
@@ -41,7 +42,6 @@ MAX_COMPLETION_CHARS = 4 << 20  # far beyond any generation budget; larger text 
 # untrusted_check gives a process min(cap, sum of limits) + 1 s, then joins it for 1 s more (fast_check, as
 # evaluate runs it): 2 s beyond the sum of the limits.
 EVALPLUS_PROCESS_SLACK_S = 2.0
-WALL_LIMIT_RULE = "cpu limit x load scale at job start"  # keys the verdicts: another rule, another verdict
 
 
 class CodeVerifier(Verifier):
@@ -66,7 +66,7 @@ class CodeVerifier(Verifier):
     Values are encoded from the builtin storage of their type (a subclass's methods never decide a value)."""
 
     name = "code"
-    version = "4"  # v4: load-scaled wall limits, catching the alarm is no escape, values read from builtin storage
+    version = "5"  # v5: the load scale is the most tasks a balanced scheduler puts on the job's core (v4: the mean)
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
@@ -217,7 +217,8 @@ class CodeVerifier(Verifier):
         return self.dataset.gold(sample)
 
     def cache_identity(self) -> dict[str, Any]:
-        return {"references_timed_on": machine_fingerprint(), "wall_limits": WALL_LIMIT_RULE}
+        # another rule for the wall limits, another verdict
+        return {"references_timed_on": machine_fingerprint(), "wall_limits": SCALE_RULE}
 
     def describe(self) -> dict[str, Any]:
         return {**self.sandbox.describe(), "dataset": self.dataset.name, "verifier_version": self.version,

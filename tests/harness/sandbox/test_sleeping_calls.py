@@ -84,33 +84,39 @@ def test_each_sleeping_program_gets_evalplus_verdict_or_the_named_stricter_one(i
     assert evalplus_verdict(program, [[3]], [6], LIMIT) == evalplus_expected
 
 
-def busy_processes(count: int) -> list[subprocess.Popen]:
+def busy_processes(count: int, *, one_per_core: bool = False) -> list[subprocess.Popen]:
     # each in a session of its own: the scheduler shares the CPU between sessions (autogroups), not processes
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(count)]
+    cores = sorted(os.sched_getaffinity(0))
+    hold = "import os; os.sched_setaffinity(0, {{{core}}})\n" if one_per_core else ""
+    hogs = [subprocess.Popen([sys.executable, "-c", hold.format(core=cores[i % len(cores)]) + "while True: pass"],
+                             start_new_session=True) for i in range(count)]
     time.sleep(0.5)  # running before the jobs start
     return hogs
 
 
-def test_two_busy_processes_on_two_cores_fail_no_honest_program_and_still_fail_a_sleeper(code_verifier):
-    """0.4 s of CPU per call under the 0.5 s limit passes with both cores busy (about 0.6 s of wall time per
-    call, over the limit); a 3 s sleep still fails: the load scale lifts the wall limit to about 0.75 s."""
+def test_a_busy_process_on_every_core_fails_no_honest_program_and_still_fails_a_sleeper(code_verifier):
+    """A busy process held on each core leaves a job half of whichever core it runs on: 0.4 s of CPU per call
+    under the 0.5 s limit takes 0.8 s of wall time, over the limit. The scale (2: three tasks on two cores,
+    at most two on the job's) lifts the wall limit to 1 s, so the honest calls pass; the mean share the v4
+    rule assumed (1.5) gave 0.75 s and failed them. A 3 s sleep still fails."""
     honest = ("def f(k):\n    end = time.process_time() + 0.4\n    while time.process_time() < end:\n"
               "        pass\n    return 2 * k\n")
     sleeper = CALL.format(body="    time.sleep(3.0)\n")
-    hogs = busy_processes(max(2, len(os.sched_getaffinity(0))))
+    hogs = busy_processes(len(os.sched_getaffinity(0)), one_per_core=True)
     try:
         started = time.monotonic()
-        honest_verdict = dare_verdict(code_verifier, IMPORTS + honest, [[1], [2], [3]], [2, 4, 6])
-        wall = time.monotonic() - started
+        honest_verdicts = [dare_verdict(code_verifier, IMPORTS + honest, [[1], [2], [3]], [2, 4, 6])
+                           for _ in range(2)]
+        wall = (time.monotonic() - started) / 2
         sleeper_verdict = dare_verdict(code_verifier, IMPORTS + sleeper, [[3]], [6])
-        scales = code_verifier.sandbox.load.readings[-2:]
+        scales = code_verifier.sandbox.load.readings[-3:]
     finally:
         for hog in hogs:
             hog.kill()
-    assert wall > 3 * LIMIT, f"the machine was not loaded ({wall:.2f} s)"
-    assert honest_verdict == (True, None)
+    assert wall > 3 * LIMIT, f"the machine was not loaded ({wall:.2f} s for three calls)"
+    assert honest_verdicts == [(True, None)] * 2
     assert sleeper_verdict == (False, "timeout")
-    assert all(scale > 1.2 for scale in scales), scales
+    assert all(scale >= 2 for scale in scales), scales
     assert code_verifier.describe()["time_limits"]["wall_clock"]["load_scale"]["max"] >= max(scales)
 
 
@@ -125,3 +131,19 @@ def test_the_gauge_reads_one_on_an_idle_machine_and_more_under_load():
             hog.kill()
     assert loaded >= 1.9, loaded  # 2 x cores CPU-bound tasks, plus the reader
     assert gauge.summary()["load_scale"]["jobs"] == 2
+
+
+@pytest.mark.parametrize("reads, cores, scale", [
+    ((1, 1, 1), 2, 1.0),  # the reader alone: an idle machine
+    ((2, 2, 3), 2, 1.0),  # one busy process, and a task seen once (short-lived): the job gets the other core
+    ((3, 3, 3), 2, 2.0),  # two busy processes on two cores: one shares the job's core (the mean would say 1.5)
+    ((5, 5, 5), 2, 3.0),
+    ((9, 9, 9), 4, 3.0),
+])
+def test_the_scale_is_the_most_tasks_a_balanced_scheduler_puts_on_the_jobs_core(monkeypatch, reads, cores, scale):
+    from dare.harness.sandbox import load
+
+    values = iter(reads)
+    monkeypatch.setattr(load, "runnable_tasks", lambda: float(next(values)))
+    monkeypatch.setattr(load, "usable_cores", lambda: cores)
+    assert load.LoadGauge().scale() == scale
