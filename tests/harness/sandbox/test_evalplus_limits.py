@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,8 @@ import pytest
 from dare.harness.sandbox import plans
 from dare.harness.sandbox.codec import encode
 from dare.harness.verifiers.code import EVALPLUS_PROCESS_SLACK_S, CodeVerifier
+
+from .busy import busy_processes
 
 ORACLE = "evalplus:mbpp"
 
@@ -62,14 +62,10 @@ def test_a_call_over_its_limit_fails_and_the_margin_is_applied(verifier):
 
 
 def test_load_on_the_machine_does_not_change_a_verdict(verifier):
-    """0.3 s of CPU per call under a 0.4 s limit passes while more busy processes than cores share them with it
-    (its wall time per call is then well over 0.4 s); a sleeping call is stopped by its wall limit."""
-    cores = len(os.sched_getaffinity(0))
-    # each in a session of its own: the scheduler shares the CPU between sessions (autogroups), not processes
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-            for _ in range(cores + 1)]
+    """0.3 s of CPU per call under a 0.4 s limit passes while a busy process held on each core leaves it half of
+    its core (0.6 s of wall time per call, over the limit); a sleeping call is stopped by its wall limit."""
+    hogs = busy_processes(len(os.sched_getaffinity(0)), one_per_core=True)
     try:
-        time.sleep(0.5)  # the hogs are running before the calls start
         started = time.monotonic()
         assert run(verifier, plan([0, 1, 2], base_count=3), SLOW.format(s=0.3)) == (True, None)
         wall = time.monotonic() - started

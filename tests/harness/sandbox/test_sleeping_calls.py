@@ -13,14 +13,13 @@ from inside the call; DARE's limits are checked again after the call and enforce
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from dare.harness.sandbox.load import LoadGauge
 
+from .busy import busy_processes
 from .verdict_pairs import dare_verdict, evalplus_verdict, verifier_fixture
 
 LIMIT = 0.5
@@ -82,16 +81,6 @@ def test_each_sleeping_program_gets_evalplus_verdict_or_the_named_stricter_one(i
     assert dare_verdict(idle_verifier, program, [[3]], [6]) == dare_expected
     assert time.monotonic() - started < 8, "the parent's deadlines end a job that ignores every alarm"
     assert evalplus_verdict(program, [[3]], [6], LIMIT) == evalplus_expected
-
-
-def busy_processes(count: int, *, one_per_core: bool = False) -> list[subprocess.Popen]:
-    # each in a session of its own: the scheduler shares the CPU between sessions (autogroups), not processes
-    cores = sorted(os.sched_getaffinity(0))
-    hold = "import os; os.sched_setaffinity(0, {{{core}}})\n" if one_per_core else ""
-    hogs = [subprocess.Popen([sys.executable, "-c", hold.format(core=cores[i % len(cores)]) + "while True: pass"],
-                             start_new_session=True) for i in range(count)]
-    time.sleep(0.5)  # running before the jobs start
-    return hogs
 
 
 def test_a_busy_process_on_every_core_fails_no_honest_program_and_still_fails_a_sleeper(code_verifier):
