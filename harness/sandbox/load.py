@@ -4,8 +4,8 @@ A test's limit is on CPU time (load does not stretch it) and, for calls that sle
 EvalPlus measures wall time on an unloaded machine; on a loaded one a CPU-bound call's wall time grows with
 the competition for cores, so the wall limit is the CPU limit times the stretch a CPU-bound process would
 see right now: ``max(1, ceil(tasks / cores))``. ``tasks`` is the kernel's instantaneous count of runnable
-tasks (``/proc/loadavg``, field 4) read three times and rounded, read by the parent while it runs, so the
-reader counts in place of the job about to start; ``cores`` are the ones this process may run on. The
+tasks (``/proc/loadavg``, field 4), three reads rounded, taken by the parent while it runs, so the reader
+counts in place of the job about to start; ``cores`` are the ones this process may run on. The
 ceiling, not the mean ``tasks / cores``: the mean share is what a job gets only when the kernel migrates it
 evenly, which it does not promise; a scheduler that balances tasks over cores puts at most ``ceil(tasks /
 cores)`` of them on the job's core (two busy processes held one per core of two give the job half a core,
