@@ -6,10 +6,16 @@ holds ML-GSAI/LLaDA@b7e6c35 eval_llada.py ``LLaDAEvalHarness.get_loglikelihood``
 union) and ``_eval_target_nll_ar`` (ar_ftb, ar_btf), run on the shipped tiny-llada and tiny-dream (float32,
 CPU, our network behind their ``self.model``) with ``torch.manual_seed(seed)`` before each call, and their
 ``_encode_pair`` ids. DARE scores the same requests in one packed call, each with its own generator seeded by
-the request's seed. Tolerance 2e-6 relative: their loss runs over full-width logits of one iteration's rows,
-ours over the logits of the scored positions of the request's distinct rows, so the float32 sums round
-differently; guidance (``un + (cfg + 1)(cond - un)``) magnifies that. Measured: 24 of the 35 values
-bit-identical, the largest difference 1.5e-6 relative (cfg 0.5).
+the request's seed. Tolerance 2e-5 relative, for two float32 effects:
+- their loss runs over full-width logits of one iteration's rows, ours over the logits of the scored positions
+  of the request's distinct rows, so the sums round differently (guidance, ``un + (cfg + 1)(cond - un)``,
+  magnifies that). On the fixture's own CPU (Intel, AVX-512 kernels): 28 of the 35 values bit-identical, the
+  largest difference 5.4e-7 relative;
+- the fixture is fixed, the CPU is not: with the kernels an AVX2-only CPU (AMD EPYC) runs
+  (``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2``) the largest difference is
+  4.0e-6, and 4.6e-6 with no vector kernels at all.
+Each estimator's distinctive step switched off (stratification, p_mask, guidance, Dream's logit shift) fails the
+same tests at 2e-5 as at 2e-6 (4, 11, 2 and 10 of them); its largest move is 0.80, 0.96, 0.95 and 0.13 relative.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dare.harness.likelihood import LikelihoodRequest
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "likelihood_official.json").read_text())
 MODELS = Path(__file__).resolve().parents[2] / "configs" / "models"
-TOLERANCE = 2e-6  # relative
+TOLERANCE = 2e-5  # relative
 
 
 def _groups():
