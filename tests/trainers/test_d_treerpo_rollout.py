@@ -18,6 +18,8 @@ from dare.harness.records import DecodingConfig, Message
 from dare.harness.registry import decoders
 from dare.trainers.training.tree_rollout import tree_rollout
 
+pytestmark = pytest.mark.cross_cpu  # against numbers made on another CPU: CI reruns these with AVX2 kernels
+
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "dtreerpo_official.json").read_text())
 
 
