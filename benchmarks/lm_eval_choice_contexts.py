@@ -2,12 +2,14 @@
 
 Runs lm_eval 0.4.8's own ``ConfigurableTask`` (the task YAMLs of its wheel: ``tasks/arc/arc_easy.yaml`` as
 arc_challenge, ``tasks/mmlu/default/_default_template_yaml`` as mmlu_abstract_algebra, ``tasks/winogrande/
-default.yaml``, ``tasks/piqa/piqa.yaml``, ``tasks/truthfulqa/truthfulqa_mc2.yaml``) on local JSON copies of
-the source documents, with the evaluator's default few-shot seed 1234, and writes each question's (context,
-continuation) pairs from ``fewshot_context`` and ``construct_requests`` to
-tests/harness/fixtures/lm_eval_choice_contexts.json; for TruthfulQA also ``process_results_mc2`` of made-up
-log-likelihoods (-0.1 per continuation character), its row 25 included (a true answer listed after a false one).
-tests/harness/test_choice_lm_eval.py checks DARE's contexts against them. Only the outputs are kept.
+default.yaml``, ``tasks/piqa/piqa.yaml``, ``tasks/truthfulqa/truthfulqa_mc2.yaml``, ``tasks/hellaswag/
+hellaswag.yaml`` with its ``process_docs``) on local JSON copies of the source documents, with the evaluator's
+default few-shot seed 1234, and writes each question's (context, continuation) pairs from ``fewshot_context`` and
+``construct_requests`` to tests/harness/fixtures/lm_eval_choice_contexts.json; for TruthfulQA also
+``process_results_mc2`` of made-up log-likelihoods (-0.1 per continuation character), its row 25 included (a true
+answer listed after a false one); for HellaSwag also the sha256 of every validation row as lm-eval's
+``process_docs`` makes it (``[query, choices, gold]`` per row, as one JSON list). tests/harness/
+test_choice_lm_eval.py checks DARE's contexts and rows against them. Only the outputs are kept.
 
     pip install --no-deps --target /tmp/lmeval lm-eval==0.4.8 (plus its import-time dependencies)
     PYTHONPATH=/tmp/lmeval python benchmarks/lm_eval_choice_contexts.py SOURCE_DIR
@@ -17,6 +19,7 @@ tests/harness/test_choice_lm_eval.py checks DARE's contexts against them. Only t
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import sys
 import tempfile
@@ -54,10 +57,23 @@ def _docs(source: Path) -> dict[str, list[dict]]:
             "wino_dev": labelled(wino / "dev.jsonl", wino / "dev-labels.lst", "answer", str)[:4],
             "wino_train": labelled(wino / "train_l.jsonl", wino / "train_l-labels.lst", "answer", str),
             "piqa_val": labelled(piqa / "valid.jsonl", piqa / "valid-labels.lst", "label", int)[:3],
-            "truthfulqa": [hub[i] for i in TRUTHFULQA_ROWS]}
+            "truthfulqa": [hub[i] for i in TRUTHFULQA_ROWS], "hellaswag_val": hellaswag(source)[:3]}
 
 
 TRUTHFULQA_ROWS = [0, 1, 2, 25]
+
+
+def hellaswag(source: Path) -> list[dict]:
+    """The hub's hellaswag validation documents, from the Arrow file ``datasets`` saved (see harness/data/README.md)."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(source / "hellaswag" / "validation" / "data-00000-of-00001.arrow")) as f:
+        return pa.ipc.open_stream(f).read_all().to_pylist()
+
+
+def rows_sha256(rows) -> str:
+    """sha256 of ``[[query, choices, gold], ...]`` as JSON (tests/harness/test_choice_lm_eval.py computes the same)."""
+    return hashlib.sha256(json.dumps([[r["query"], r["choices"], r["gold"]] for r in rows]).encode()).hexdigest()
 
 
 def main(source: Path) -> None:
@@ -74,7 +90,7 @@ def main(source: Path) -> None:
     def run(yaml, files, shots, base=None, **over):
         config = load_yaml_config(str(tasks / base)) if base else {}
         config.update(load_yaml_config(str(tasks / yaml)))
-        for key in ("include", "tag", "dataset_name", "process_docs"):
+        for key in ("include", "tag", "dataset_name"):
             config.pop(key, None)
         config.update(dataset_path="json", dataset_kwargs={"data_files": {k: str(tmp / v) for k, v in files.items()}},
                       **over)
@@ -90,6 +106,10 @@ def main(source: Path) -> None:
             case["rows"] = TRUTHFULQA_ROWS
             case["mc2"] = [process_results_mc2(doc, [(-0.1 * len(cont), False) for _, cont in reqs])["acc"]
                            for doc, reqs in zip(docs, requests)]
+        if yaml.startswith("hellaswag"):
+            import datasets
+
+            case["rows_sha256"] = rows_sha256(config["process_docs"](datasets.Dataset.from_list(hellaswag(source))))
         return case
 
     about = "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
@@ -102,6 +122,7 @@ def main(source: Path) -> None:
         "piqa": run("piqa/piqa.yaml", {"validation": "piqa_val.jsonl"}, 0, training_split=None),
         "truthfulqa_mc2": run("truthfulqa/truthfulqa_mc2.yaml", {"validation": "truthfulqa.jsonl"}, 0,
                               base="truthfulqa/truthfulqa_mc1.yaml"),
+        "hellaswag": run("hellaswag/hellaswag.yaml", {"validation": "hellaswag_val.jsonl"}, 0, training_split=None),
     }
     OUT.write_text(json.dumps({"source": f"lm_eval 0.4.8 wheel sha256 {WHEEL_SHA256}: api/task.py "
                                "ConfigurableTask.fewshot_context and construct_requests, api/samplers.py "

@@ -3,9 +3,9 @@
 Each converter reads a source release as published (see harness/data/README.md for where each copy came
 from) and writes the rows harness/choice.py scores: what lm_eval 0.4.8's task YAML makes of a document
 (``tasks/arc/arc_easy.yaml``, ``tasks/mmlu/default/_default_template_yaml``, ``tasks/piqa/piqa.yaml``,
-``tasks/winogrande/preprocess_winogrande.py``, ``tasks/truthfulqa/truthfulqa_mc2.yaml``): the question text
-with its template applied, the choices, the gold index. Row order is the source's (lm-eval's few-shot draws
-and ``--limit`` follow it).
+``tasks/winogrande/preprocess_winogrande.py``, ``tasks/truthfulqa/truthfulqa_mc2.yaml``,
+``tasks/hellaswag/utils.py``): the question text with its template applied, the choices, the gold index. Row
+order is the source's (lm-eval's few-shot draws and ``--limit`` follow it).
 
     python -m dare.harness.generators.choice_sources SOURCE_DIR     # rewrites the files under harness/data
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -87,6 +88,28 @@ def truthfulqa_mc2(path: Path) -> list[dict]:
     return rows
 
 
+def _hellaswag_text(text: str) -> str:
+    """lm-eval's hellaswag ``preprocess``: WikiHow's ``[title]`` markers become sentence ends, other bracketed
+    markers go, then each double space becomes one (a single pass: three spaces leave two)."""
+    text = text.strip().replace(" [title]", ". ")
+    return re.sub(r"\[.*?\]", "", text).replace("  ", " ")
+
+
+def hellaswag(path: Path) -> list[dict]:
+    """HellaSwag validation (the hub's ``hellaswag`` dataset, saved by ``datasets`` as one Arrow stream):
+    "{activity_label}: {ctx_a} {ctx_b capitalised}" and the four endings, each through lm-eval's preprocess."""
+    try:
+        import pyarrow as pa
+    except ImportError as err:  # a maintainer's tool: the core does not need pyarrow
+        raise SystemExit("reading HellaSwag's Arrow file needs pyarrow; pip install pyarrow") from err
+    with pa.memory_map(str(path)) as source:
+        docs = pa.ipc.open_stream(source).read_all().to_pylist()
+    return [{"id": f"hellaswag/validation/{i}",
+             "query": _hellaswag_text(f"{doc['activity_label']}: {doc['ctx_a']} {doc['ctx_b'].capitalize()}"),
+             "choices": [_hellaswag_text(ending) for ending in doc["endings"]], "gold": int(doc["label"])}
+            for i, doc in enumerate(docs)]
+
+
 def convert(source: Path) -> dict[str, list[dict]]:
     """Data file name -> rows, from ``source`` laid out as the copies are (see harness/data/README.md)."""
     wino = source / "winogrande_1.1"
@@ -99,6 +122,7 @@ def convert(source: Path) -> dict[str, list[dict]]:
         "winogrande_validation.jsonl": winogrande(wino / "dev.jsonl", wino / "dev-labels.lst"),
         "winogrande_train_l.jsonl": winogrande(wino / "train_l.jsonl", wino / "train_l-labels.lst"),
         "truthfulqa_mc2_validation.jsonl": truthfulqa_mc2(source / "TruthfulQA" / "mc_task.json"),
+        "hellaswag_validation.jsonl": hellaswag(source / "hellaswag" / "validation" / "data-00000-of-00001.arrow"),
     }
 
 

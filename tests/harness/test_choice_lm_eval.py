@@ -2,13 +2,15 @@
 
 tests/harness/fixtures/lm_eval_choice_contexts.json holds, for the first questions of ARC-Challenge (3-shot from
 train), MMLU abstract algebra (5-shot, first n of dev, the subject's description), WinoGrande (5-shot from train_l,
-partial scoring, lm-eval's extra draw), PIQA (0-shot) and TruthfulQA-MC2 (the QA primer), the (context,
-continuation) pairs lm_eval 0.4.8 builds (benchmarks/lm_eval_choice_contexts.py ran its ConfigurableTask;
-provenance in the file), and its mc2 values for made-up log-likelihoods.
+partial scoring, lm-eval's extra draw), PIQA (0-shot), TruthfulQA-MC2 (the QA primer) and HellaSwag (0-shot), the
+(context, continuation) pairs lm_eval 0.4.8 builds (benchmarks/lm_eval_choice_contexts.py ran its
+ConfigurableTask; provenance in the file), its mc2 values for made-up log-likelihoods, and a digest of every
+HellaSwag row as its ``process_docs`` makes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -46,12 +48,22 @@ def test_mc2_equals_lm_evals():
     assert got == pytest.approx(case["mc2"], rel=1e-12)
 
 
+def test_every_hellaswag_row_is_lm_evals():
+    """All 10042 rows' query, choices and gold equal lm-eval's ``process_docs`` output (its preprocess strips
+    WikiHow's bracketed markers: a wrong rule changes thousands of rows, one changed row changes the digest)."""
+    rows = load_rows("hellaswag_validation.jsonl")
+    digest = hashlib.sha256(json.dumps([[r["query"], r["choices"], r["gold"]] for r in rows]).encode()).hexdigest()
+    assert digest == FIXTURE["cases"]["hellaswag"]["rows_sha256"]
+
+
 def test_shipped_sizes_are_the_official_ones():
     """ARC-Challenge test 1172 / train 1119, MMLU test 14042 / dev 285 (57 subjects), PIQA validation 1838,
-    WinoGrande 1.1 dev 1267 / train_l 10234, TruthfulQA 817; every gold inside its choices."""
+    WinoGrande 1.1 dev 1267 / train_l 10234, TruthfulQA 817, HellaSwag validation 10042; every gold inside its
+    choices."""
     sizes = {"arc_challenge_test.jsonl": 1172, "arc_challenge_train.jsonl": 1119, "mmlu_test.jsonl": 14042,
              "mmlu_dev.jsonl": 285, "piqa_validation.jsonl": 1838, "winogrande_validation.jsonl": 1267,
-             "winogrande_train_l.jsonl": 10234, "truthfulqa_mc2_validation.jsonl": 817}
+             "winogrande_train_l.jsonl": 10234, "truthfulqa_mc2_validation.jsonl": 817,
+             "hellaswag_validation.jsonl": 10042}
     for name, n in sizes.items():
         rows = load_rows(name)
         assert len(rows) == n, name

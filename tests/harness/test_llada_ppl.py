@@ -1,8 +1,8 @@
 """The llada-ppl suite resolves LLaDA's published recipe per task from shipped metadata, with --dry-run.
 
-Recipe (ML-GSAI/LLaDA@b7e6c35 eval_llada_lm_eval.sh, LLaDA-8B-Base): mc_num 128 in batches of 8; ARC-Challenge
-and PIQA 0-shot CFG 0.5; WinoGrande 5-shot CFG 0; TruthfulQA-MC2 0-shot CFG 2.0; MMLU 5-shot CFG 0 with mc_num 1,
-batch 1.
+Recipe (ML-GSAI/LLaDA@b7e6c35 eval_llada_lm_eval.sh, LLaDA-8B-Base): mc_num 128 in batches of 8; ARC-Challenge,
+HellaSwag and PIQA 0-shot CFG 0.5; WinoGrande 5-shot CFG 0; TruthfulQA-MC2 0-shot CFG 2.0; MMLU 5-shot CFG 0 with
+mc_num 1, batch 1.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dare.harness.cli import main
 
 HUB = Path(os.environ.get("DARE_HUB_CONFIGS") or Path(__file__).resolve().parents[3] / "shared" / "hub_configs")
 pytestmark = pytest.mark.skipif(not HUB.is_dir(), reason="hub checkpoint metadata not available here")
-RECIPE = {"arc_challenge": (0, 128, 8, 0.5), "piqa": (0, 128, 8, 0.5), "winogrande": (5, 128, 8, 0.0),
-          "truthfulqa_mc2": (0, 128, 8, 2.0), "mmlu": (5, 1, 1, 0.0)}
+RECIPE = {"arc_challenge": (0, 128, 8, 0.5), "hellaswag": (0, 128, 8, 0.5), "piqa": (0, 128, 8, 0.5),
+          "winogrande": (5, 128, 8, 0.0), "truthfulqa_mc2": (0, 128, 8, 2.0), "mmlu": (5, 1, 1, 0.0)}
 
 
 def dry_run(capsys, tmp_path, *sets: str) -> dict[str, tuple]:
