@@ -26,6 +26,8 @@ import tempfile
 import types
 from pathlib import Path
 
+from dare.harness.generators.choice_sources import arrow_docs
+
 OUT = Path(__file__).resolve().parents[1] / "tests" / "harness" / "fixtures" / "lm_eval_choice_contexts.json"
 WHEEL_SHA256 = "2ba377e067affcfcd27b73d6c045f8ce9ff88accd56176d9a86af3c12b0e01f6"  # lm_eval-0.4.8-py3-none-any.whl
 
@@ -64,11 +66,8 @@ TRUTHFULQA_ROWS = [0, 1, 2, 25]
 
 
 def hellaswag(source: Path) -> list[dict]:
-    """The hub's hellaswag validation documents, from the Arrow file ``datasets`` saved (see harness/data/README.md)."""
-    import pyarrow as pa
-
-    with pa.memory_map(str(source / "hellaswag" / "validation" / "data-00000-of-00001.arrow")) as f:
-        return pa.ipc.open_stream(f).read_all().to_pylist()
+    """The hub's hellaswag validation documents (see harness/data/README.md for the copy)."""
+    return arrow_docs(source / "hellaswag" / "validation" / "data-00000-of-00001.arrow")
 
 
 def rows_sha256(rows) -> str:

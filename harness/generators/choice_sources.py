@@ -95,19 +95,23 @@ def _hellaswag_text(text: str) -> str:
     return re.sub(r"\[.*?\]", "", text).replace("  ", " ")
 
 
-def hellaswag(path: Path) -> list[dict]:
-    """HellaSwag validation (the hub's ``hellaswag`` dataset, saved by ``datasets`` as one Arrow stream):
-    "{activity_label}: {ctx_a} {ctx_b capitalised}" and the four endings, each through lm-eval's preprocess."""
+def arrow_docs(path: Path) -> list[dict]:
+    """The documents of one split as ``datasets`` saves it (``save_to_disk``: one Arrow stream per shard)."""
     try:
         import pyarrow as pa
     except ImportError as err:  # a maintainer's tool: the core does not need pyarrow
-        raise SystemExit("reading HellaSwag's Arrow file needs pyarrow; pip install pyarrow") from err
+        raise SystemExit(f"reading {path.name} needs pyarrow; pip install pyarrow") from err
     with pa.memory_map(str(path)) as source:
-        docs = pa.ipc.open_stream(source).read_all().to_pylist()
+        return pa.ipc.open_stream(source).read_all().to_pylist()
+
+
+def hellaswag(path: Path) -> list[dict]:
+    """HellaSwag validation (the hub's ``hellaswag`` dataset, saved by ``datasets``): "{activity_label}: {ctx_a}
+    {ctx_b capitalised}" and the four endings, each through lm-eval's preprocess."""
     return [{"id": f"hellaswag/validation/{i}",
              "query": _hellaswag_text(f"{doc['activity_label']}: {doc['ctx_a']} {doc['ctx_b'].capitalize()}"),
              "choices": [_hellaswag_text(ending) for ending in doc["endings"]], "gold": int(doc["label"])}
-            for i, doc in enumerate(docs)]
+            for i, doc in enumerate(arrow_docs(path))]
 
 
 def convert(source: Path) -> dict[str, list[dict]]:
