@@ -22,8 +22,10 @@ class Stopped:
     """Seconds from the first signal to the process's exit."""
 
 
-def _default_signals() -> None:
-    """In the child: handle SIGINT and SIGTERM as a fresh process would (pytest may have left SIGINT ignored)."""
+def default_signals() -> None:
+    """In the child (``preexec_fn``): handle SIGINT and SIGTERM as a fresh process would. Python turns SIGINT into
+    KeyboardInterrupt only if it was not inherited as ignored, and a test run started in the background of a
+    non-interactive shell, or a library imported by an earlier test, may leave it ignored."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
@@ -44,7 +46,7 @@ def signal_when(argv: list[str], ready: Callable[[], bool], signals: Sequence[in
     """Run ``argv``; once ``ready()`` holds, wait ``after_s``, then send ``signals`` ``gap_s`` apart: to the
     process, or with ``session`` to every process of the session it starts."""
     proc = subprocess.Popen(argv, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=_default_signals, start_new_session=session)
+                            text=True, preexec_fn=default_signals, start_new_session=session)
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:

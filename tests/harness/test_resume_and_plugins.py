@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from ..stops import default_signals
 from .helpers import assert_resumed, dare_eval, generated_count, kill_9_mid_run, run_record
 from .plugin_fixture import make_plugin
 
@@ -46,12 +47,6 @@ def test_kill_9_then_rerun_regenerates_nothing_finished(tmp_path):
     assert len(samples) == 60 and len({s["id"] for s in samples}) == 60
 
 
-def _default_sigint() -> None:
-    """In the child: Python turns SIGINT into KeyboardInterrupt only if it was not inherited as ignored, and
-    libraries imported by earlier tests may leave this process ignoring it."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(make_plugin(tmp_path / "site"))}
     counter = tmp_path / "generated.txt"
@@ -59,7 +54,7 @@ def test_ctrl_c_writes_a_partial_record_of_finished_samples(tmp_path):
         [sys.executable, "-m", "dare.harness.cli", "--no-progress", "--backend", "sudoku-solver", "--model", "solver",
          "--suite", "sudoku", "--limit", "40", "--out", str(tmp_path / "runs"), "--set", "batch_size=4",
          "--set", "engine.delay=0.4", "--set", f"engine.counter={counter}"],  # ~3 s left after the signal
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     deadline = time.monotonic() + 60
     while generated_count(counter) < 8 and time.monotonic() < deadline:
         time.sleep(0.05)

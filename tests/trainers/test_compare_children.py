@@ -13,6 +13,8 @@ import pytest
 
 from dare.trainers.experiments.compare import last_error
 
+from ..stops import default_signals
+
 pytestmark = pytest.mark.extended  # real parent and child processes, seconds each: run with -m extended
 
 CHILD = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
@@ -56,7 +58,8 @@ INTERRUPTED_PARENT = ("import sys; from pathlib import Path; "
 def test_an_interrupted_parent_stops_its_children_and_starts_no_more(tmp_path):
     """SIGINT to the parent alone (as `kill -INT` sends it): without passing it on, the pool would wait for
     both children's whole training (here 120 s) and then start the third job."""
-    parent = subprocess.Popen([sys.executable, "-c", INTERRUPTED_PARENT, str(tmp_path), CHILD])
+    parent = subprocess.Popen([sys.executable, "-c", INTERRUPTED_PARENT, str(tmp_path), CHILD],
+                              preexec_fn=default_signals)
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     deadline = time.monotonic() + 60
     while not all(f.is_file() and f.read_text().strip() for f in logs) and time.monotonic() < deadline:
