@@ -26,6 +26,12 @@ T = TypeVar("T")
 GPU_TOKENS_PER_FORWARD = 16384
 
 
+#: matrix products of fewer rows take other CPU kernels (small-M paths whose sums round differently: 1-3 rows on
+#: one thread, up to 11 on two, measured on torch 2.13), so every product here gets at least this many rows and
+#: a row's value does not depend on how many rows share its forward
+MIN_GEMM_ROWS = 16
+
+
 def logits_at(model, tokens: torch.Tensor, positions: torch.Tensor, attention: torch.Tensor, select: torch.Tensor,
               cfg: float = 0.0, prompt: torch.Tensor | None = None) -> torch.Tensor:
     """Logits (N, V) float32 at the N selected positions, in row-major order.
@@ -42,16 +48,28 @@ def logits_at(model, tokens: torch.Tensor, positions: torch.Tensor, attention: t
         uncond = tokens.masked_fill(prompt.to(device), model.mask_id)
         tokens, positions = torch.cat([tokens, uncond]), positions.repeat(2, 1)
         attention = None if attention is None else attention.repeat(2, 1, 1, 1)
-    hidden = model.net.hidden_states(tokens, positions, attention)  # (B or 2B, W, H)
+    spare = max(0, -(-MIN_GEMM_ROWS // tokens.shape[1]) - tokens.shape[0])  # copies of row 0, dropped after
+    if spare:
+        tokens, positions = (torch.cat([t, t[:1].expand(spare, -1)]) for t in (tokens, positions))
+        attention = None if attention is None else torch.cat([attention, attention[:1].expand(spare, -1, -1, -1)])
+    hidden = model.net.hidden_states(tokens, positions, attention)  # (B or 2B, W, H), spare rows last
     rows, cols = select.nonzero(as_tuple=True)
     if model.arch.shift_logits:
         cols = (cols - 1).clamp(min=0)
     rows, cols = rows.to(device), cols.to(device)
     if guided:
-        cond = model.net.lm_head(hidden[rows, cols]).float()
-        un = model.net.lm_head(hidden[rows + select.shape[0], cols]).float()
+        cond = lm_head(model, hidden[rows, cols])
+        un = lm_head(model, hidden[rows + select.shape[0], cols])
         return un + (cfg + 1) * (cond - un)
-    return model.net.lm_head(hidden[rows, cols]).float()
+    return lm_head(model, hidden[rows, cols])
+
+
+def lm_head(model, hidden: torch.Tensor) -> torch.Tensor:
+    """Logits (N, V) float32 of hidden states (N, H), through a product of at least MIN_GEMM_ROWS rows."""
+    n = hidden.shape[0]
+    if n < MIN_GEMM_ROWS:
+        hidden = torch.cat([hidden, hidden.new_zeros(MIN_GEMM_ROWS - n, hidden.shape[1])])
+    return model.net.lm_head(hidden)[:n].float()
 
 
 def stack_rows(rows: list[tuple[RowPlan, int]]) -> tuple[torch.Tensor, ...]:

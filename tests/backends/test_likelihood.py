@@ -60,6 +60,30 @@ def test_scoring_in_passes_changes_nothing(engines, monkeypatch):
     assert engine.loglikelihood(REQUESTS, info) == together
 
 
+SUDOKU = "Sudoku: 1200034000214300\n"
+CHOICES = [LikelihoodRequest(f"q/{d}", SUDOKU + "Answer:", d, 7) for d in "1234"]  # one token each
+
+
+def _forward_rows(monkeypatch, model) -> list[int]:
+    """The rows each forward sends through the network (cond and uncond copies both counted)."""
+    rows: list[int] = []
+    forward = model.net.hidden_states
+    monkeypatch.setattr(model.net, "hidden_states", lambda tokens, *a: rows.append(len(tokens)) or forward(tokens, *a))
+    return rows
+
+
+@pytest.mark.parametrize("model,name,options", SETTINGS, ids=[s[1] for s in SETTINGS])
+def test_requests_of_one_width_score_alike_alone_or_together(engines, model, name, options):
+    """Four one-token answers after one context (MMLU's " A" to " D"): rows of one width, few scored positions
+    each, so the LM head's product has 1-4 rows alone and 4-16 together. Each value is the one it has alone, and
+    each choice is scored against its own token (the values differ)."""
+    engine = engines[model]
+    info = engine.likelihood_estimator(name, options)
+    together = [r.logprob for r in engine.loglikelihood(CHOICES, info)]
+    assert together == [engine.loglikelihood([c], info)[0].logprob for c in CHOICES]
+    assert len(set(together)) == 4
+
+
 def test_the_seed_is_the_requests_own(engines):
     engine = engines["tiny-llada"]
     info = engine.likelihood_estimator("llada_mc", {"mc_num": 4, "batch": 2})
