@@ -1,14 +1,15 @@
 """DARE's batched likelihood estimator against a one-request-at-a-time loop in the authors' style.
 
     python benchmarks/likelihood_speed.py [--model tiny-llada | --shape 8b] [--requests 16] [--mc-num 128]
-        [--batch 8] [--cfg 0.0] [--device cpu|cuda] [--target-tokens 2 12] [--check-greedy]
+        [--batch 8] [--cfg 0.0] [--device cpu|cuda] [--target-tokens 2 12] [--choices 1] [--check-greedy]
 
 The loop follows ML-GSAI/LLaDA@b7e6c35 eval_llada.py ``get_loglikelihood`` step by step, written here (not
 imported): per request, the global RNG seeded with the request's seed, ``mc_num / batch`` iterations of one
 forward of ``batch`` full-width rows (plus the unconditional copy under CFG), the cross-entropy of the masked
 positions over p_mask, one ``.item()`` per iteration. DARE plans every request's rows from its own
-generator, packs all of them into shared forward batches and sends only the masked positions through the LM
-head. With ``--check-greedy`` both also answer lm-eval's is_greedy: the loop by the authors'
+generator, runs each distinct row input once (a request's repeated masks; with ``--choices``, the rows one
+question's answers have in common), packs them into shared forward batches and sends only the masked positions
+through the LM head. With ``--check-greedy`` both also answer lm-eval's is_greedy: the loop by the authors'
 ``suffix_greedy_prediction`` (one row, T steps), DARE by ``greedy_matches`` (every request's canvases at once, a
 request settled at its first wrong commit); the answers are asserted equal. Both score the same token ids with
 the same draws; the values are asserted equal (float32: 1e-5
@@ -36,18 +37,23 @@ from dare.backends.models.loader import load_model
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def requests(model, n: int, targets: tuple[int, int] = (2, 12), seed: int = 0) -> list[Encoded]:
+def requests(model, n: int, targets: tuple[int, int] = (2, 12), seed: int = 0, choices: int = 1) -> list[Encoded]:
     """n requests of random ordinary token ids (no mask, EOS or pad id): contexts of 24-64 tokens, targets of
-    ``targets`` tokens (inclusive range)."""
+    ``targets`` tokens (inclusive range); ``choices`` consecutive requests share a context (one question's
+    answers, as lm-eval's multiple-choice requests)."""
     gen = torch.Generator().manual_seed(seed)
     special = {model.mask_id, model.eos_id, model.pad_id}
+
+    def ordinary(count: int) -> list[int]:
+        return [i if i not in special else 16 for i in torch.randint(16, model.net.args.vocab_size, (count,),
+                                                                     generator=gen).tolist()]
+
     out = []
     for i in range(n):
-        p = int(torch.randint(24, 65, (), generator=gen))
-        t = int(torch.randint(targets[0], targets[1] + 1, (), generator=gen))
-        ids = [i if i not in special else 16 for i in torch.randint(16, model.net.args.vocab_size, (p + t,),
-                                                                    generator=gen).tolist()]
-        out.append(Encoded(ids[:p], ids[p:], request_id=str(i)))
+        if i % choices == 0:
+            context = ordinary(int(torch.randint(24, 65, (), generator=gen)))
+        out.append(Encoded(context, ordinary(int(torch.randint(targets[0], targets[1] + 1, (), generator=gen))),
+                           request_id=str(i)))
     return out
 
 
@@ -129,6 +135,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--target-tokens", type=int, nargs=2, default=(2, 12), metavar=("MIN", "MAX"),
                         help="continuation lengths (multiple-choice answers: 1-4 for letters, 2-12 for short answers)")
+    parser.add_argument("--choices", type=int, default=1,
+                        help="consecutive requests sharing one context (4: MMLU's or HellaSwag's questions)")
     parser.add_argument("--check-greedy", action="store_true", help="answer lm-eval's is_greedy too (both sides)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -140,7 +148,7 @@ def main() -> None:
         model = load_model(ROOT / "configs" / "models" / args.model, device=args.device)
     # CPU: this process's CPU seconds (the machine may be shared; one thread); CUDA: wall seconds after a sync
     clock = time.process_time if model.device.type == "cpu" else time.perf_counter
-    encs = requests(model, args.requests, tuple(args.target_tokens))
+    encs = requests(model, args.requests, tuple(args.target_tokens), choices=args.choices)
     if args.check_greedy:  # every other target is the model's own greedy answer: both is_greedy answers occur
         with torch.inference_mode():
             encs = [Encoded(e.prefix, authors_greedy(model, e, args.cfg), request_id=e.request_id) if i % 2 else e
@@ -164,7 +172,7 @@ def main() -> None:
     tolerance = 1e-5 if next(model.net.parameters()).dtype == torch.float32 else 2e-2
     assert worst <= tolerance, f"values differ: {worst:.2e} relative > {tolerance}"
     print(json.dumps({"model": args.shape or args.model, "device": str(model.device), "requests": len(encs),
-                      "target_tokens": args.target_tokens,
+                      "target_tokens": args.target_tokens, "choices": args.choices,
                       "mc_num": args.mc_num, "batch": args.batch, "cfg": args.cfg, "threads": args.threads,
                       "check_greedy": args.check_greedy, "greedy_true": sum(g for _, g in ours),
                       "dare_s": round(dare_s, 3), "authors_loop_s": round(loop_s, 3),

@@ -2,13 +2,17 @@
 
 Rows of equal width share a forward batch whichever request they come from: no row is padded, so a row's
 logits are computed alike whatever else is scored with it (padded rows of mixed widths differ from their
-unpadded selves in the last bits, through the attention's reductions). Each request's distinct rows run
-once, and only the positions a plan scores reach the LM head. The greedy check (masked.py) groups its
-canvases by width the same way.
+unpadded selves in the last bits, through the attention's reductions). A row's logits depend only on its
+input (tokens, positions, attention, and under guidance the prompt its unconditional copy masks), so each
+distinct input runs once for every row of every request that has it, each row then scored against its own
+targets: a request's repeated masks, and the choices of one question whose rows coincide (MMLU's one-token
+answers " A" to " D" after one context are one row). Only the positions a plan scores reach the LM head. The
+greedy check (masked.py) groups its canvases by width the same way.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -118,21 +122,55 @@ def distinct_rows(plan: RowPlan) -> tuple[torch.Tensor, torch.Tensor]:
     return first.scatter_reduce(0, inverse, torch.arange(plan.rows), reduce="amin"), inverse
 
 
+def layout_key(plan: RowPlan, cfg: float) -> bytes:
+    """What a plan's rows share besides their tokens and scored positions: the width, positions, attention and,
+    under guidance, the prompt (the unconditional copy masks it). Rows of two plans with one layout key and
+    equal tokens and scored positions have the same logits."""
+    parts = [str(plan.width).encode(), plan.positions.numpy().tobytes(),
+             b"" if plan.attention is None else plan.attention.numpy().tobytes(),
+             plan.prompt.numpy().tobytes() if cfg > 0 and plan.prompt is not None else b""]
+    return hashlib.blake2b(b"|".join(parts), digest_size=16).digest()
+
+
+def shared_inputs(plans: list[RowPlan], firsts: list[torch.Tensor],
+                  cfg: float) -> tuple[list[tuple[int, int]], list[list[tuple[int, int]]]]:
+    """(inputs, users): the distinct row inputs among each plan's distinct rows (``firsts``, from
+    :func:`distinct_rows`), each as the (plan, row) that runs it, and per input every (plan, row) scored from its
+    logits."""
+    slots: dict[tuple[bytes, bytes], int] = {}
+    inputs: list[tuple[int, int]] = []
+    users: list[list[tuple[int, int]]] = []
+    for i, (plan, first) in enumerate(zip(plans, firsts)):
+        layout = layout_key(plan, cfg)
+        for r in first.tolist():
+            key = (layout, plan.tokens[r].numpy().tobytes() + plan.scored[r].numpy().tobytes())
+            if key not in slots:
+                slots[key] = len(inputs)
+                inputs.append((i, r))
+                users.append([])
+            users[slots[key]].append((i, r))
+    return inputs, users
+
+
 def score_rows(model, plans: list[RowPlan], cfg: float = 0.0) -> list[torch.Tensor]:
     """Each plan's per-token cross-entropy (R, W) float32 at its scored positions (0 elsewhere): the distinct
-    rows of every plan, grouped by width, through the network in forward batches of about
-    :func:`tokens_per_forward` tokens."""
+    row inputs of all plans (:func:`shared_inputs`), grouped by width, through the network in forward batches of
+    about :func:`tokens_per_forward` tokens; each row's scored logits against its own targets."""
     distinct = [distinct_rows(plan) for plan in plans]
-    out = [torch.zeros((len(first), p.width), dtype=torch.float32) for p, (first, _) in zip(plans, distinct)]
-    rows = [(i, u, int(r)) for i, (first, _) in enumerate(distinct) for u, r in enumerate(first)]
-    rows.sort(key=lambda row: plans[row[0]].width)  # stable: equal widths keep their order
-    for group in width_groups(rows, lambda row: plans[row[0]].width, tokens_per_forward(model)):
-        tokens, targets, scored, positions, prompt, attention = stack_rows([(plans[i], r) for i, _, r in group])
+    inputs, users = shared_inputs(plans, [first for first, _ in distinct], cfg)
+    out = [torch.zeros(p.scored.shape, dtype=torch.float32) for p in plans]
+    order = sorted(range(len(inputs)), key=lambda s: plans[inputs[s][0]].width)  # stable within a width
+    for group in width_groups(order, lambda s: plans[inputs[s][0]].width, tokens_per_forward(model)):
+        tokens, _, scored, positions, prompt, attention = stack_rows([(plans[i], r) for i, r in
+                                                                      (inputs[s] for s in group)])
+        starts = torch.cat([torch.zeros(1, dtype=torch.long), scored.sum(1).cumsum(0)]).tolist()
+        users_of = [(range(starts[j], starts[j + 1]), i, r) for j, s in enumerate(group) for i, r in users[s]]
+        targets = torch.cat([plans[i].targets[r][plans[i].scored[r]] for _, i, r in users_of])
         with torch.inference_mode():
-            logits = logits_at(model, tokens, positions, attention, scored, cfg, prompt)
-            nll = F.cross_entropy(logits, targets[scored].to(logits.device), reduction="none").cpu()
-        filled = torch.zeros(scored.shape, dtype=torch.float32)
-        filled[scored] = nll
-        for j, (i, u, _) in enumerate(group):
-            out[i][u] = filled[j]
-    return [computed[inverse] for computed, (_, inverse) in zip(out, distinct)]
+            logits = logits_at(model, tokens, positions, attention, scored, cfg, prompt)  # (N, V)
+            if len(users_of) > len(group):  # an input with several users: its logits once per user
+                logits = logits[torch.tensor([n for span, _, _ in users_of for n in span], device=logits.device)]
+            nll = F.cross_entropy(logits, targets.to(logits.device), reduction="none").cpu()
+        for (_, i, r), part in zip(users_of, nll.split([len(span) for span, _, _ in users_of])):
+            out[i][r][plans[i].scored[r]] = part
+    return [computed[first][inverse] for computed, (first, inverse) in zip(out, distinct)]

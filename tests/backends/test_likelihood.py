@@ -75,13 +75,40 @@ def _forward_rows(monkeypatch, model) -> list[int]:
 @pytest.mark.parametrize("model,name,options", SETTINGS, ids=[s[1] for s in SETTINGS])
 def test_requests_of_one_width_score_alike_alone_or_together(engines, model, name, options):
     """Four one-token answers after one context (MMLU's " A" to " D"): rows of one width, few scored positions
-    each, so the LM head's product has 1-4 rows alone and 4-16 together. Each value is the one it has alone, and
-    each choice is scored against its own token (the values differ)."""
+    each, so the LM head's product has 1-4 rows alone and 4-16 together, and rows whose inputs coincide run once.
+    Each value is the one it has alone, and each choice is scored against its own token (the values differ)."""
     engine = engines[model]
     info = engine.likelihood_estimator(name, options)
     together = [r.logprob for r in engine.loglikelihood(CHOICES, info)]
     assert together == [engine.loglikelihood([c], info)[0].logprob for c in CHOICES]
     assert len(set(together)) == 4
+
+
+def test_one_token_choices_after_one_context_are_one_row(engines, monkeypatch):
+    """LLaDA's MMLU recipe (mc_num 1): the masked answer is the whole target, so the four choices' rows are one
+    input; under CFG its unconditional copy runs beside it once too."""
+    engine = engines["tiny-llada"]
+    rows = _forward_rows(monkeypatch, engine.model)
+    for cfg, expected in ((0.0, [1]), (0.5, [2])):
+        rows.clear()
+        engine.loglikelihood(CHOICES, engine.likelihood_estimator("llada_mc", {"mc_num": 8, "batch": 4, "cfg": cfg}))
+        assert rows == expected
+
+
+def test_guidance_keeps_apart_equal_rows_whose_prompts_differ(engines, monkeypatch):
+    """"...12" + "4" and "...1" + "24" with only the 4 masked are the same input row, but CFG's unconditional
+    copy masks the prompt, "12" in one and "1" in the other: shared without CFG, apart with it."""
+    engine = engines["tiny-llada"]
+    a, b = LikelihoodRequest("a", SUDOKU + "12", "4", 3), LikelihoodRequest("b", SUDOKU + "1", "24", 4)
+    rows = _forward_rows(monkeypatch, engine.model)
+    for cfg in (0.0, 0.5):
+        info = engine.likelihood_estimator("llada_mc", {"mc_num": 16, "batch": 2, "cfg": cfg})
+        alone = [engine.loglikelihood([r], info)[0].logprob for r in (a, b)]
+        apart = sum(rows)
+        rows.clear()
+        assert [r.logprob for r in engine.loglikelihood([a, b], info)] == alone
+        assert sum(rows) == (apart - 1 if cfg == 0 else apart)  # the one shared input, without CFG only
+        rows.clear()
 
 
 def test_the_seed_is_the_requests_own(engines):

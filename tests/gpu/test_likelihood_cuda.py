@@ -1,7 +1,8 @@
 """GPU check of batched likelihood scoring: benchmarks/likelihood_speed.py on the real LLaDA-8B shape.
 
-Random bf16 weights built on the GPU (benchmarks/gpu_decode.py's ``build``), 16 requests, mc_num 128, batch 8:
-DARE's batched ``llada_mc`` against the one-request-at-a-time loop in the authors' style. The benchmark asserts
+Random bf16 weights built on the GPU (benchmarks/gpu_decode.py's ``build``), 16 requests, mc_num 128, batch 8
+(and MMLU's shape: 64 one-token answers, four per context, mc_num 1): DARE's batched ``llada_mc`` against the
+one-request-at-a-time loop in the authors' style. The benchmark asserts
 the values agree (bf16: 2e-2 relative) and prints the speed ratio as JSON. Skips without CUDA.
 
     pytest tests/gpu/test_likelihood_cuda.py -m gpu -s
@@ -22,11 +23,17 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "likelihood_speed.py"
 
 
-@pytest.mark.parametrize("cfg", [0.0, 0.5])
-def test_batched_llada_likelihood_on_the_8b_shape(cfg):
+SETTINGS = {"cfg0": ["--cfg", "0.0"], "cfg0.5": ["--cfg", "0.5"],
+            # LLaDA's MMLU recipe: one sample of a one-token answer, four answers after each context
+            "mmlu": ["--requests", "64", "--choices", "4", "--target-tokens", "1", "1",
+                     "--mc-num", "1", "--batch", "1"]}
+
+
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_batched_llada_likelihood_on_the_8b_shape(setting):
     done = subprocess.run([sys.executable, str(SCRIPT), "--shape", "8b", "--device", "cuda", "--requests", "16",
-                           "--cfg", str(cfg)], capture_output=True, text=True, timeout=600)
+                           *SETTINGS[setting]], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(result))
-    assert result["device"].startswith("cuda") and result["requests"] == 16
+    assert result["device"].startswith("cuda") and result["requests"] == (64 if setting == "mmlu" else 16)
