@@ -31,8 +31,9 @@ GPU_TOKENS_PER_FORWARD = 16384
 
 
 #: matrix products of fewer rows take other CPU kernels (small-M paths whose sums round differently: 1-3 rows on
-#: one thread, up to 11 on two, measured on torch 2.13), so every product here gets at least this many rows and
-#: a row's value does not depend on how many rows share its forward
+#: one thread, up to 11 on two, measured on torch 2.13), so every product here gets at least this many rows and a
+#: row's value does not depend on how many rows share its forward. That holds on one or two threads; on more,
+#: ATen splits its kernels' work by tensor size and the last bits can move with the batch (docs/ARCHITECTURE.md).
 MIN_GEMM_ROWS = 16
 
 
