@@ -32,7 +32,7 @@ ATTACKS = {
         "def has_close_elements(numbers, threshold):\n    _daemon(lambda: _spray(400, 0.02))\n    return None\n"),
     "sleep_past_deadline_then_forge": SPRAY + CHANNEL + (
         "def has_close_elements(numbers, threshold):\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-        "    ch = _channel()\n    time.sleep(4)\n    if ch:\n        ch.send({{'i': 0, 'ok': True, 't': 0.0}})\n"
+        "    ch = _channel()\n    time.sleep(30)\n    if ch:\n        ch.send({{'i': 0, 'ok': True, 't': 0.0}})\n"
         "        ch.send({{'done': 1}})\n    _spray(1, 0)\n    return True\n"),
     "records_after_the_end_with_nonce": CHANNEL + (
         "def has_close_elements(numbers, threshold):\n    ch = _channel()\n    if ch is None:\n        return 'NO-CHANNEL'\n"
