@@ -48,12 +48,13 @@ def requests(model, n: int, targets: tuple[int, int] = (2, 12), seed: int = 0, c
         return [i if i not in special else 16 for i in torch.randint(16, model.net.args.vocab_size, (count,),
                                                                      generator=gen).tolist()]
 
-    out = []
+    out: list[Encoded] = []
     for i in range(n):
-        if i % choices == 0:
-            context = ordinary(int(torch.randint(24, 65, (), generator=gen)))
-        out.append(Encoded(context, ordinary(int(torch.randint(targets[0], targets[1] + 1, (), generator=gen))),
-                           request_id=str(i)))
+        fresh = i % choices == 0  # a question's first answer draws its context
+        p = int(torch.randint(24, 65, (), generator=gen)) if fresh else 0
+        t = int(torch.randint(targets[0], targets[1] + 1, (), generator=gen))
+        ids = ordinary(p + t)
+        out.append(Encoded(ids[:p] if fresh else out[-1].prefix, ids[p:], request_id=str(i)))
     return out
 
 
