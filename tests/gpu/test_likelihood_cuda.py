@@ -2,8 +2,8 @@
 
 Random bf16 weights built on the GPU (benchmarks/gpu_decode.py's ``build``), 16 requests, mc_num 128, batch 8
 (and MMLU's shape: 64 one-token answers, four per context, mc_num 1): DARE's batched ``llada_mc`` against the
-one-request-at-a-time loop in the authors' style. The benchmark asserts
-the values agree (bf16: 2e-2 relative) and prints the speed ratio as JSON. Skips without CUDA.
+one-request-at-a-time loop in the authors' style. The benchmark asserts the values agree (bf16: 2e-2 relative)
+and prints the speed ratio as JSON. Skips without CUDA.
 
     pytest tests/gpu/test_likelihood_cuda.py -m gpu -s
 """
