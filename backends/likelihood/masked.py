@@ -77,12 +77,18 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
     each step commits the masked position whose argmax token has the highest probability (float32 softmax);
     after T steps, is the canvas the target? A committed token never changes, so a request whose commit is not
     its target's token is settled False there and takes no more steps (a wrong choice usually at its first).
-    Canvases of equal width share a forward unpadded, so an answer is the same alone or beside any others."""
-    canvases = [torch.tensor(e.prefix + [model.mask_id] * len(e.target)) for e in encoded]
-    widths, budget = [len(c) for c in canvases], tokens_per_forward(model)
+    The decode depends only on the prefix and T, so requests that share both (one question's equal-length
+    answers) share one canvas, which runs while any of them is unsettled. Canvases of equal width share a
+    forward unpadded, so an answer is the same alone or beside any others."""
+    owner: dict[tuple[tuple[int, ...], int], int] = {}
+    sharers: dict[int, list[int]] = {}
+    for i, e in enumerate(encoded):
+        sharers.setdefault(owner.setdefault((tuple(e.prefix), len(e.target)), i), []).append(i)
+    canvases = {i: torch.tensor(encoded[i].prefix + [model.mask_id] * len(encoded[i].target)) for i in sharers}
+    widths, budget = {i: len(c) for i, c in canvases.items()}, tokens_per_forward(model)
     failed: set[int] = set()
     for step in range(max(len(e.target) for e in encoded)):
-        live = sorted((i for i, e in enumerate(encoded) if step < len(e.target) and i not in failed),
+        live = sorted((i for i in sharers if step < len(encoded[i].target) and not failed.issuperset(sharers[i])),
                       key=widths.__getitem__)
         for group in width_groups(live, widths.__getitem__, budget):
             tokens = torch.stack([canvases[i] for i in group])  # (B, W)
@@ -97,7 +103,7 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
                 best = torch.softmax(part, -1).gather(-1, x0[:, None])[:, 0].argmax()
                 position, token = int(where.nonzero()[best, 0]), int(x0[best])
                 canvases[i][position] = token
-                if token != model.mask_id and token != encoded[i].target[position - len(encoded[i].prefix)]:
-                    failed.add(i)
-    return [i not in failed and canvases[i][len(e.prefix):].tolist() == e.target for i, e in enumerate(encoded)]
-
+                failed.update(j for j in sharers[i] if token != model.mask_id
+                              and token != encoded[j].target[position - len(encoded[j].prefix)])
+    return [j not in failed and canvases[owner[(tuple(e.prefix), len(e.target))]][len(e.prefix):].tolist() == e.target
+            for j, e in enumerate(encoded)]

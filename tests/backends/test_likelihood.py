@@ -242,6 +242,22 @@ def test_a_wrong_commit_settles_the_greedy_check_at_once(engines, monkeypatch):
     assert greedy_matches(model, wrong, 0.0) == [False] * 3 and sum(rows) == 3
 
 
+def test_answers_after_one_context_share_one_greedy_canvas(engines, monkeypatch):
+    """The greedy decode depends only on the prefix and the target's length: three wrong answers of the decoded
+    answer's length (its last token changed) beside each right one ride on its canvas, 6 steps per prefix as
+    the right answers alone, and each is answered as it is alone."""
+    from dare.backends.likelihood.base import Encoded
+    from dare.backends.likelihood.masked import greedy_matches
+
+    model = engines["tiny-llada"].model
+    right = _greedy_targets(model)
+    wrong = [Encoded(e.prefix, e.target[:-1] + [(e.target[-1] + k) % model.mask_id]) for e in right for k in (1, 2, 3)]
+    rows = _forward_rows(monkeypatch, model)
+    assert greedy_matches(model, right + wrong, 0.0) == [True] * 3 + [False] * 9
+    assert sum(rows) == 3 * 6
+    assert [greedy_matches(model, [e], 0.0)[0] for e in right + wrong] == [True] * 3 + [False] * 9
+
+
 def test_the_cached_engine_scores_with_the_same_model():
     """fastdllm shares the torch engine's model and its likelihood capability: the same values."""
     from dare.backends.engines.fastdllm import FastDllmEngine
