@@ -80,10 +80,11 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
     The decode depends only on the prefix and T, so requests that share both (one question's equal-length
     answers) share one canvas, which runs while any of them is unsettled. Canvases of equal width share a
     forward unpadded, so an answer is the same alone or beside any others."""
-    owner: dict[tuple[tuple[int, ...], int], int] = {}
+    first: dict[tuple[tuple[int, ...], int], int] = {}
+    owner = [first.setdefault((tuple(e.prefix), len(e.target)), i) for i, e in enumerate(encoded)]
     sharers: dict[int, list[int]] = {}
-    for i, e in enumerate(encoded):
-        sharers.setdefault(owner.setdefault((tuple(e.prefix), len(e.target)), i), []).append(i)
+    for i, o in enumerate(owner):
+        sharers.setdefault(o, []).append(i)
     canvases = {i: torch.tensor(encoded[i].prefix + [model.mask_id] * len(encoded[i].target)) for i in sharers}
     widths, budget = {i: len(c) for i, c in canvases.items()}, tokens_per_forward(model)
     failed: set[int] = set()
@@ -105,5 +106,4 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
                 canvases[i][position] = token
                 failed.update(j for j in sharers[i] if token != model.mask_id
                               and token != encoded[j].target[position - len(encoded[j].prefix)])
-    return [j not in failed and canvases[owner[(tuple(e.prefix), len(e.target))]][len(e.prefix):].tolist() == e.target
-            for j, e in enumerate(encoded)]
+    return [j not in failed and canvases[owner[j]][len(e.prefix):].tolist() == e.target for j, e in enumerate(encoded)]

@@ -233,9 +233,7 @@ def test_a_wrong_commit_settles_the_greedy_check_at_once(engines, monkeypatch):
 
     model = engines["tiny-llada"].model
     right = _greedy_targets(model)
-    rows = []  # canvas rows through the network
-    forward = model.net.hidden_states
-    monkeypatch.setattr(model.net, "hidden_states", lambda tokens, *a: rows.append(len(tokens)) or forward(tokens, *a))
+    rows = _forward_rows(monkeypatch, model)  # canvas rows through the network
     assert greedy_matches(model, right, 0.0) == [True] * 3 and sum(rows) == 3 * 6
     wrong = [Encoded(e.prefix, [(t + 1) % model.mask_id for t in e.target]) for e in right]  # every token changed
     rows.clear()

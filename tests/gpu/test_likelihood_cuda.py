@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "likelihood_speed.py"
 
 
-SETTINGS = {"cfg0": ["--cfg", "0.0"], "cfg0.5": ["--cfg", "0.5"],
+SETTINGS = {"cfg0": ["--requests", "16", "--cfg", "0.0"], "cfg0.5": ["--requests", "16", "--cfg", "0.5"],
             # LLaDA's MMLU recipe: one sample of a one-token answer, four answers after each context
             "mmlu": ["--requests", "64", "--choices", "4", "--target-tokens", "1", "1",
                      "--mc-num", "1", "--batch", "1"]}
@@ -31,9 +31,10 @@ SETTINGS = {"cfg0": ["--cfg", "0.0"], "cfg0.5": ["--cfg", "0.5"],
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_batched_llada_likelihood_on_the_8b_shape(setting):
-    done = subprocess.run([sys.executable, str(SCRIPT), "--shape", "8b", "--device", "cuda", "--requests", "16",
-                           *SETTINGS[setting]], capture_output=True, text=True, timeout=600)
+    args = SETTINGS[setting]
+    done = subprocess.run([sys.executable, str(SCRIPT), "--shape", "8b", "--device", "cuda", *args],
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps(result))
-    assert result["device"].startswith("cuda") and result["requests"] == (64 if setting == "mmlu" else 16)
+    assert result["device"].startswith("cuda") and result["requests"] == int(args[1])
