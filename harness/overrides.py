@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, RegistryError
 from .records import DecodingConfig
+from .registry import likelihoods
 
 
 def split_assignment(item: str) -> tuple[str, str]:
@@ -127,12 +128,38 @@ def _merge(place: dict[str, Any], name: str, value: Any) -> None:
     place[name] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
 
 
-def _decoding_hint(name: str, fields: list[str]) -> str:
-    close = difflib.get_close_matches(name, fields, n=2, cutoff=0.6)
-    return f"; did you mean {' or '.join(close)}?" if close else f" (decoding fields: {', '.join(fields)})"
+#: what the authors' own evaluation classes call a setting DARE spells otherwise (LLaDA's ``LLaDAEvalHarness``,
+#: Dream's ``eval/eval.py``), so a command copied from their scripts is answered with DARE's spelling
+AUTHORS_SPELLINGS = {"is_check_greedy": "likelihood.check_greedy", "nll_type": "likelihood.estimator=dream_mc or "
+                     "likelihood.estimator=dream_ar", "diffusion_steps": "steps", "max_new_tokens": "gen_length"}
+#: the same, for the settings a hosting harness's model takes besides (lm-eval's ``pretrained=`` checkpoint)
+HOSTED_SPELLINGS = {**AUTHORS_SPELLINGS, "pretrained": "model_path"}
 
 
-DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint)
+def likelihood_options() -> set[str]:
+    """Every registered scoring estimator's option names (``mc_num``, ``cfg``, ...): a bare one is answered with
+    ``likelihood.NAME``. It imports the estimators, so only a setting already refused comes here."""
+    names: set[str] = set()
+    for estimator in likelihoods.names():
+        try:
+            names.update(likelihoods.get(estimator).Options.model_fields)
+        except RegistryError:  # a broken plugin must not hide the refusal being written
+            continue
+    return names
+
+
+def _decoding_hint(spellings: Mapping[str, str]) -> Callable[[str, list[str]], str]:
+    def hint(name: str, fields: list[str]) -> str:
+        close = [spellings[name]] if name in spellings else []
+        close += [f"likelihood.{name}"] if name in likelihood_options() else []
+        # beside a name known elsewhere only a near twin is offered (batch: likelihood.batch or batch_size)
+        close = (close + difflib.get_close_matches(name, fields, n=2, cutoff=0.65 if close else 0.6))[:2]
+        return f"; did you mean {' or '.join(close)}?" if close else f" (decoding fields: {', '.join(fields)})"
+
+    return hint
+
+
+DECODING_FIELDS = Vocabulary(lambda: DecodingConfig.model_fields, _decoding_hint(AUTHORS_SPELLINGS))
 _DECODING = Section("decoding", DECODING_FIELDS)
 _CHOICE = Vocabulary(lambda: ("num_fewshot", "chat_template"),
                      lambda name, known: " (choice.num_fewshot or choice.chat_template)")
@@ -148,7 +175,8 @@ EVAL = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, verifier.O
 
 
 #: lm-eval's ``--model_args`` and inspect's ``-M``: dare-eval's table less ``choice`` (the host's task sets its shots)
-HOSTED = Grammar(bare=_DECODING, usage="a decoding field, extra.OPTION, engine.OPTION or likelihood.OPTION",
+HOSTED = Grammar(bare=Section("decoding", Vocabulary(DECODING_FIELDS.names, _decoding_hint(HOSTED_SPELLINGS))),
+                 usage="a decoding field, extra.OPTION, engine.OPTION or likelihood.OPTION",
                  sections={name: section for name, section in EVAL.sections.items() if name != "choice"})
 
 

@@ -15,6 +15,7 @@ from dare import __version__
 from dare.harness import overrides
 from dare.harness.cliutil import Parser, run_cli
 from dare.harness.errors import ConfigError, DareError, InputError
+from dare.harness.records import DecodingConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
@@ -108,6 +109,20 @@ def test_a_misspelt_set_names_the_fix_in_both_tools():
 
     with pytest.raises(ConfigError, match=r"^--set: unknown setting 'lrr'; did you mean 'lr'"):
         parse_sets(["lrr=1e-4"])
+
+
+@pytest.mark.parametrize("item, fix", [("cfg=0.5", "likelihood.cfg"), ("batch=8", "likelihood.batch or batch_size"),
+                                       ("sampling_eps=0.01", "likelihood.sampling_eps"),
+                                       ("diffusion_steps=4", "steps"), ("pretrained=x", None)])
+def test_a_scoring_option_or_an_author_s_spelling_given_bare_names_dare_s(item, fix):
+    """A bare estimator option (any registered estimator's) is answered with ``likelihood.NAME``; ``pretrained`` is
+    a hosted model's argument only (dare-eval takes --model-path), so here it gets the plain list."""
+    with pytest.raises(ConfigError) as err:
+        overrides.parse([item])
+    key = item.partition("=")[0]
+    assert str(err.value) == (f"--set: unknown setting {key!r}; did you mean {fix}?" if fix else
+                              f"--set: unknown setting {key!r} (decoding fields: "
+                              f"{', '.join(sorted(DecodingConfig.model_fields))})")
 
 
 @pytest.mark.parametrize("old, new", [("rollout_decoding.temperature=1", "rollout.temperature"),

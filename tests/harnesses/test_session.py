@@ -39,3 +39,22 @@ def test_a_bad_setting_is_one_line_naming_it(tmp_path, settings, message):
     with pytest.raises(ConfigError) as err:
         Session({"model": "tiny-sdar", "out": str(tmp_path), **settings}, source="--model_args")
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_the_authors_harness_arguments_are_answered_with_dare_s_spelling(tmp_path):
+    """LLaDA's recipe passes ``cfg=0.5,is_check_greedy=False,mc_num=128`` to its own lm-eval class
+    (ML-GSAI/LLaDA@b7e6c35 eval_llada_lm_eval.sh); Dream's takes ``pretrained=`` and ``nll_type=``. Each is
+    refused (one spelling everywhere) with the spelling that works here, and that spelling is accepted."""
+    authors = {"cfg": 0.5, "is_check_greedy": False, "mc_num": 128, "pretrained": "x", "nll_type": "ar_ftb"}
+    with pytest.raises(ConfigError) as err:
+        Session({"model": "tiny-llada", "out": str(tmp_path), **authors}, source="--model_args")
+    assert str(err.value) == ("--model_args: unknown setting 'cfg'; did you mean likelihood.cfg?; unknown setting "
+                              "'is_check_greedy'; did you mean likelihood.check_greedy?; unknown setting 'mc_num'; "
+                              "did you mean likelihood.mc_num?; unknown setting 'pretrained'; did you mean "
+                              "model_path?; unknown setting 'nll_type'; did you mean likelihood.estimator=dream_mc "
+                              "or likelihood.estimator=dream_ar?")
+    session = Session({"model": "tiny-llada", "out": str(tmp_path), "likelihood.cfg": 0.5,
+                       "likelihood.check_greedy": False, "likelihood.mc_num": 128, "likelihood.batch": 8},
+                      source="--model_args")
+    assert session.estimator().options.model_dump() == {"mc_num": 128, "batch": 8, "cfg": 0.5,
+                                                        "check_greedy": False, "max_length": 4096}
