@@ -10,7 +10,8 @@ settings; ``until`` cuts the decoded text at the first stop sequence. The contex
 (DARE applies the model's chat template, as dare-eval does), and each document decodes with the seed dare-eval
 gives the same row (its ``id`` field; ``task/doc_id`` for a document without one). lm-eval's ``--device``
 (default ``cuda:0`` on any machine) is not read: ``device=`` in ``--model_args`` is; its ``--batch_size`` is
-DARE's execution-only ``batch_size`` unless the model args set one.
+DARE's execution-only ``batch_size`` unless the model args set one (LLaDA's own class reads it as the Monte-Carlo
+batch, which here is ``likelihood.batch``: a warning says so when the two differ).
 ``loglikelihood`` and ``loglikelihood_rolling`` requests are scored by the engine's estimator (the model family's
 unless ``likelihood=NAME``; options as ``likelihood.OPTION``), on the raw context, no chat template.
 """
@@ -76,6 +77,7 @@ class DareLM(LM):
     def __init__(self, batch_size: Any = None, max_batch_size: Any = None, device: Any = None, **model_args: Any):
         super().__init__()
         self.session = Session(model_settings(model_args, batch_size), source="--model_args")
+        self._lm_eval_batch = batch_size if str(batch_size).isdigit() else None
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Texts for ``(context, generation_kwargs)`` requests, in order; requests with the same task settings
@@ -97,13 +99,25 @@ class DareLM(LM):
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         """``(log p(continuation | context), is_greedy)`` per request, by the session's scoring estimator, each
         seeded as dare-eval seeds the same question's choice (:func:`_sample`)."""
+        self._note_mc_batch()
         results = self.session.score([(*_sample(r), r.args[0], r.args[1]) for r in requests])
         return [(r.logprob, r.is_greedy) for r in results]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         """The whole text's log-likelihood where the estimator has one (else a one-line refusal)."""
+        self._note_mc_batch()
         results = self.session.score([(*_sample(r), "", r.args[0]) for r in requests], rolling=True)
         return [r.logprob for r in results]
+
+    def _note_mc_batch(self) -> None:
+        """LLaDA's own lm-eval class reads ``--batch_size`` as its Monte-Carlo batch (their recipe: 8); here it is
+        the execution batch, so a user copying their command is told which batch the estimate uses."""
+        mc_batch = getattr(self.session.estimator().options, "batch", None)
+        if self._lm_eval_batch is not None and mc_batch is not None and int(self._lm_eval_batch) != mc_batch:
+            log.warning("dare: lm-eval's --batch_size %s is DARE's execution batch (no value depends on it); the "
+                        "Monte-Carlo batch is likelihood.batch=%d (set likelihood.batch=%s for LLaDA's meaning)",
+                        self._lm_eval_batch, mc_batch, self._lm_eval_batch)
+        self._lm_eval_batch = None  # said once
 
     def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
         raise ConfigError("DARE applies the model's own chat template to each context; drop --apply_chat_template",

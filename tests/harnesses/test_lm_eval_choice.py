@@ -130,3 +130,23 @@ def test_a_family_without_a_whole_text_estimate_refuses_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="has no whole-text estimate") as err:
         lm.loglikelihood_rolling(_instances("loglikelihood_rolling", ["some text"]))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("model_args, warned", [({"likelihood.mc_num": 32}, True),
+                                                ({"likelihood.mc_num": 8, "likelihood.batch": 8}, False)])
+def test_lm_eval_s_batch_size_is_said_not_to_be_the_monte_carlo_batch(model_args, warned, tmp_path, caplog):
+    """LLaDA's recipe passes ``--batch_size 8`` meaning its Monte-Carlo batch (ML-GSAI/LLaDA@b7e6c35
+    eval_llada_lm_eval.sh); DARE's is likelihood.batch (32 unless set), which the warning names, once."""
+    from lm_eval.api.instance import Instance
+
+    from dare.backends.harnesses.lm_eval_model import DareLM
+
+    lm = DareLM(batch_size="8", model="tiny-llada", out=str(tmp_path), **model_args)
+    request = Instance("loglikelihood", {"id": "q"}, ("3 + 4 =", " 7"), 0, ("t", 0, 1))
+    with caplog.at_level("WARNING", logger="dare.backends.harnesses.lm_eval_model"):
+        lm.loglikelihood([request])
+        lm.loglikelihood([request])
+    said = [r.getMessage() for r in caplog.records if "--batch_size" in r.getMessage()]
+    assert said == (["dare: lm-eval's --batch_size 8 is DARE's execution batch (no value depends on it); the "
+                     "Monte-Carlo batch is likelihood.batch=32 (set likelihood.batch=8 for LLaDA's meaning)"]
+                    if warned else [])
