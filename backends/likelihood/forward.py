@@ -107,8 +107,12 @@ def width_groups(items: list[T], width: Callable[[T], int], budget: int) -> list
     return groups
 
 
-def tokens_per_forward(model) -> int:
-    return CPU_TOKENS_PER_FORWARD if model.device.type == "cpu" else GPU_TOKENS_PER_FORWARD
+def tokens_per_forward(model, cfg: float = 0.0) -> int:
+    """Tokens of the rows grouped into one forward: under guidance each row runs twice (its unconditional copy), so
+    half as many rows keep the forward at the size that runs fastest (on a CPU, guided ARC-like rows took 22% less
+    time in groups of 256 tokens than of 512; values are the same either way)."""
+    budget = CPU_TOKENS_PER_FORWARD if model.device.type == "cpu" else GPU_TOKENS_PER_FORWARD
+    return budget // 2 if cfg > 0 else budget
 
 
 def distinct_rows(plan: RowPlan) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,7 +165,7 @@ def score_rows(model, plans: list[RowPlan], cfg: float = 0.0) -> list[torch.Tens
     inputs, users = shared_inputs(plans, [first for first, _ in distinct], cfg)
     out = [torch.zeros(p.scored.shape, dtype=torch.float32) for p in plans]
     order = sorted(range(len(inputs)), key=lambda s: plans[inputs[s][0]].width)  # stable within a width
-    for group in width_groups(order, lambda s: plans[inputs[s][0]].width, tokens_per_forward(model)):
+    for group in width_groups(order, lambda s: plans[inputs[s][0]].width, tokens_per_forward(model, cfg)):
         tokens, _, scored, positions, prompt, attention = stack_rows([(plans[i], r) for i, r in
                                                                       (inputs[s] for s in group)])
         starts = torch.cat([torch.zeros(1, dtype=torch.long), scored.sum(1).cumsum(0)]).tolist()

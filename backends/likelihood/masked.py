@@ -86,7 +86,7 @@ def greedy_matches(model, encoded: list[Encoded], cfg: float) -> list[bool]:
     for i, o in enumerate(owner):
         sharers.setdefault(o, []).append(i)
     canvases = {i: torch.tensor(encoded[i].prefix + [model.mask_id] * len(encoded[i].target)) for i in sharers}
-    widths, budget = {i: len(c) for i, c in canvases.items()}, tokens_per_forward(model)
+    widths, budget = {i: len(c) for i, c in canvases.items()}, tokens_per_forward(model, cfg)
     failed: set[int] = set()
     for step in range(max(len(e.target) for e in encoded)):
         live = sorted((i for i in sharers if step < len(encoded[i].target) and not failed.issuperset(sharers[i])),

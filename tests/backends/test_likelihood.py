@@ -111,6 +111,24 @@ def test_guidance_keeps_apart_equal_rows_whose_prompts_differ(engines, monkeypat
         rows.clear()
 
 
+def test_a_guided_forward_holds_as_many_tokens_as_an_unguided_one(engines, monkeypatch):
+    """Under guidance each row runs twice (its unconditional copy); rows are grouped so that what goes through
+    the network, copies included, stays at the CPU's forward size (CPU_TOKENS_PER_FORWARD), where a CPU runs
+    fastest (benchmarks/likelihood_speed.py: guided groups of twice that size took 22% longer)."""
+    from dare.backends.decoding.mdm import CPU_TOKENS_PER_FORWARD
+
+    engine, shapes = engines["tiny-llada"], []
+    forward = engine.model.net.hidden_states
+    monkeypatch.setattr(engine.model.net, "hidden_states",
+                        lambda tokens, *a: shapes.append(tokens.shape) or forward(tokens, *a))
+    for cfg in (0.0, 0.5):
+        shapes.clear()
+        engine.loglikelihood(REQUESTS[1:2], engine.likelihood_estimator("llada_mc", {"mc_num": 64, "batch": 8,
+                                                                                      "cfg": cfg}))
+        biggest = max(rows * width for rows, width in shapes)
+        assert CPU_TOKENS_PER_FORWARD // 2 < biggest <= CPU_TOKENS_PER_FORWARD, (cfg, shapes)
+
+
 def test_the_seed_is_the_requests_own(engines):
     engine = engines["tiny-llada"]
     info = engine.likelihood_estimator("llada_mc", {"mc_num": 4, "batch": 2})
