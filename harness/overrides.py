@@ -142,9 +142,10 @@ def likelihood_options() -> set[str]:
     names: set[str] = set()
     for estimator in likelihoods.names():
         try:
-            names.update(likelihoods.get(estimator).Options.model_fields)
+            options = getattr(likelihoods.get(estimator), "Options", None)
         except RegistryError:  # a broken plugin must not hide the refusal being written
             continue
+        names.update(getattr(options, "model_fields", ()))
     return names
 
 
