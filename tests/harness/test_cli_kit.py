@@ -125,6 +125,19 @@ def test_a_scoring_option_or_an_author_s_spelling_given_bare_names_dare_s(item, 
                               f"{', '.join(sorted(DecodingConfig.model_fields))})")
 
 
+def test_a_broken_estimator_plugin_does_not_hide_the_refusal():
+    from dare.harness.registry import likelihoods
+
+    saved = likelihoods.snapshot()
+    likelihoods.register("broken_mc", "no_such_module:Estimator")
+    likelihoods.register("untyped_mc", "dare.harness.overrides:parse")  # registered, but with no Options
+    try:
+        with pytest.raises(ConfigError, match=r"^--set: unknown setting 'mc_num'; did you mean likelihood\.mc_num\?$"):
+            overrides.parse(["mc_num=4"])
+    finally:
+        likelihoods.restore(saved)
+
+
 @pytest.mark.parametrize("old, new", [("rollout_decoding.temperature=1", "rollout.temperature"),
                                       ("algorithm_settings.beta=0", "algo.beta"), ("algorithm.beta=0", "algo.beta")])
 def test_config_field_spellings_are_refused_naming_the_command_line_one(old, new):
