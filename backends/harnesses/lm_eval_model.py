@@ -77,7 +77,8 @@ class DareLM(LM):
     def __init__(self, batch_size: Any = None, max_batch_size: Any = None, device: Any = None, **model_args: Any):
         super().__init__()
         self.session = Session(model_settings(model_args, batch_size), source="--model_args")
-        self._lm_eval_batch = batch_size if str(batch_size).isdigit() else None
+        # lm-eval passes --batch_size 1 when none is given, so only a larger one reads as a Monte-Carlo batch meant
+        self._lm_eval_batch = int(batch_size) if str(batch_size).isdigit() and int(batch_size) > 1 else None
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Texts for ``(context, generation_kwargs)`` requests, in order; requests with the same task settings
@@ -112,8 +113,10 @@ class DareLM(LM):
     def _note_mc_batch(self) -> None:
         """LLaDA's own lm-eval class reads ``--batch_size`` as its Monte-Carlo batch (their recipe: 8); here it is
         the execution batch, so a user copying their command is told which batch the estimate uses."""
+        if self._lm_eval_batch is None:
+            return
         mc_batch = getattr(self.session.estimator().options, "batch", None)
-        if self._lm_eval_batch is not None and mc_batch is not None and int(self._lm_eval_batch) != mc_batch:
+        if mc_batch is not None and mc_batch != self._lm_eval_batch:
             log.warning("dare: lm-eval's --batch_size %s is DARE's execution batch (no value depends on it); the "
                         "Monte-Carlo batch is likelihood.batch=%d (set likelihood.batch=%s for LLaDA's meaning)",
                         self._lm_eval_batch, mc_batch, self._lm_eval_batch)

@@ -132,16 +132,19 @@ def test_a_family_without_a_whole_text_estimate_refuses_in_one_line(tmp_path):
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("model_args, warned", [({"likelihood.mc_num": 32}, True),
-                                                ({"likelihood.mc_num": 8, "likelihood.batch": 8}, False)])
-def test_lm_eval_s_batch_size_is_said_not_to_be_the_monte_carlo_batch(model_args, warned, tmp_path, caplog):
+@pytest.mark.parametrize("batch_size, model_args, warned", [
+    ("8", {"likelihood.mc_num": 32}, True), ("8", {"likelihood.mc_num": 8, "likelihood.batch": 8}, False),
+    ("1", {"likelihood.mc_num": 32}, False)])
+def test_lm_eval_s_batch_size_is_said_not_to_be_the_monte_carlo_batch(batch_size, model_args, warned, tmp_path,
+                                                                      caplog):
     """LLaDA's recipe passes ``--batch_size 8`` meaning its Monte-Carlo batch (ML-GSAI/LLaDA@b7e6c35
-    eval_llada_lm_eval.sh); DARE's is likelihood.batch (32 unless set), which the warning names, once."""
+    eval_llada_lm_eval.sh); DARE's is likelihood.batch (32 unless set), which the warning names, once. lm-eval
+    passes 1 when no --batch_size is given: no warning then."""
     from lm_eval.api.instance import Instance
 
     from dare.backends.harnesses.lm_eval_model import DareLM
 
-    lm = DareLM(batch_size="8", model="tiny-llada", out=str(tmp_path), **model_args)
+    lm = DareLM(batch_size=batch_size, model="tiny-llada", out=str(tmp_path), **model_args)
     request = Instance("loglikelihood", {"id": "q"}, ("3 + 4 =", " 7"), 0, ("t", 0, 1))
     with caplog.at_level("WARNING", logger="dare.backends.harnesses.lm_eval_model"):
         lm.loglikelihood([request])
