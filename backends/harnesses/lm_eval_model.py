@@ -11,7 +11,7 @@ settings; ``until`` cuts the decoded text at the first stop sequence. The contex
 gives the same row (its ``id`` field; ``task/doc_id`` for a document without one). lm-eval's ``--device``
 (default ``cuda:0`` on any machine) is not read: ``device=`` in ``--model_args`` is; its ``--batch_size`` is
 DARE's execution-only ``batch_size`` unless the model args set one (LLaDA's own class reads it as the Monte-Carlo
-batch, which here is ``likelihood.batch``: a warning says so when the two differ).
+batch, which here is ``likelihood.batch``: a warning says so when a size above lm-eval's default of 1 differs).
 ``loglikelihood`` and ``loglikelihood_rolling`` requests are scored by the engine's estimator (the model family's
 unless ``likelihood=NAME``; options as ``likelihood.OPTION``), on the raw context, no chat template.
 """
