@@ -112,6 +112,9 @@ class OpenCompassSteps(RunSteps):
         from .configs import check_importable, dare_dataset
 
         dataset = dare_dataset(benchmark, plan.limit, plan.verifier_options_for(benchmark))
+        # an inferencer makes its default output folder (./icl_inference_output) in the user's working directory
+        # when built; the task writes its predictions under work_dir whatever this says
+        dataset["infer_cfg"]["inferencer"]["output_json_filepath"] = str(self.work_dir / "predictions")
         task_cfg = ConfigDict(models=[self.model_cfg], datasets=[[dataset]], work_dir=str(self.work_dir),
                               eval=dict(runner=dict(task=dict(dump_details=True))))
         check_importable(task_cfg)

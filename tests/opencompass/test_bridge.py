@@ -83,7 +83,8 @@ def test_replayed_generations_score_the_same_through_opencompass(tmp_path, capsy
     assert result["partial_credit"] == pytest.approx(100 * oc["metrics"]["sudoku"]["partial_credit"]["value"])
 
 
-def test_tiny_llada_runs_end_to_end_through_opencompass(tmp_path, capsys):
+def test_tiny_llada_runs_end_to_end_through_opencompass(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     common = ["--model", "tiny-llada", "--suite", "sudoku", "--limit", "2", "--set", "engine.threads=1"]
     code, oc_dir, err = dare_eval(capsys, "--engine", "opencompass", *common, "--out", str(tmp_path / "oc"))
     assert code == 0, err
@@ -95,6 +96,7 @@ def test_tiny_llada_runs_end_to_end_through_opencompass(tmp_path, capsys):
     assert [r["completion"] for r in oc_rows] == [r["completion"] for r in native_rows]
     assert all(r["nfe"] and r["completion"] for r in oc_rows)
     assert oc["metrics"] == native["metrics"] and oc["counts"]["sudoku"]["scored"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["native", "oc"]  # nothing left in the working directory
 
 
 def test_unimportable_model_type_is_an_error_before_anything_runs():
@@ -136,9 +138,10 @@ def test_config_builders_describe_models_and_suites():
     check_importable(ConfigDict(models=[model], datasets=[datasets]))
 
 
-def test_dare_model_serves_opencompass_own_dataset_and_evaluator(tmp_path):
+def test_dare_model_serves_opencompass_own_dataset_and_evaluator(tmp_path, monkeypatch):
     """The other direction: an OpenCompass dataset (CustomDataset, OpenCompass's MATHVerifyEvaluator) on a
     DARE engine built from the registry by OpenCompass's own task; the empty BOT turn is the answer slot."""
+    monkeypatch.chdir(tmp_path)  # OpenCompass's inferencers make ./icl_inference_output when built
     from opencompass.datasets.custom import CustomDataset
     from opencompass.evaluator.math_evaluator import MATHVerifyEvaluator
     from opencompass.openicl.icl_inferencer import GenInferencer

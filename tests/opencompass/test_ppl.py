@@ -59,7 +59,8 @@ def test_mask_length_and_a_misspelt_estimator_option_are_one_line_refusals(model
         dare_model("torch", "tiny-sdar", likelihood_options={"mod": "exact"})
 
 
-def test_a_ppl_dataset_runs_through_opencompass_tasks(tmp_path, model):
+def test_a_ppl_dataset_runs_through_opencompass_tasks(tmp_path, monkeypatch, model):
+    monkeypatch.chdir(tmp_path)  # OpenCompass's inferencers make ./icl_inference_output when built
     from opencompass.datasets.custom import CustomDataset
     from opencompass.openicl.icl_evaluator import AccEvaluator
     from opencompass.openicl.icl_inferencer import PPLInferencer
