@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from dare.backends.likelihood.base import Encoded
+from dare.backends.likelihood.base import Encoded, RowPlan
 from dare.backends.likelihood.forward import distinct_rows, score_rows, shared_inputs
 from dare.backends.likelihood.masked import LladaMC, LladaOptions, greedy_matches
 from dare.backends.models.loader import load_model
@@ -112,9 +112,14 @@ def authors_greedy(model, enc: Encoded, cfg: float) -> list[int]:
     return seq[0, p:].tolist()
 
 
+def plan_rows(model, encs: list[Encoded], seeds: list[int], estimator: LladaMC) -> list[RowPlan]:
+    """Each request's Monte-Carlo rows, drawn from a generator seeded with the request's own seed."""
+    return [estimator.plan(e, torch.Generator().manual_seed(s), model.mask_id) for e, s in zip(encs, seeds)]
+
+
 def dare_batched(model, encs: list[Encoded], seeds: list[int], options: LladaOptions) -> list[tuple[float, bool]]:
     estimator = LladaMC(options)
-    plans = [estimator.plan(e, torch.Generator().manual_seed(s), model.mask_id) for e, s in zip(encs, seeds)]
+    plans = plan_rows(model, encs, seeds, estimator)
     nlls = score_rows(model, plans, estimator.cfg)
     greedy = greedy_matches(model, encs, estimator.cfg) if options.check_greedy else [False] * len(encs)
     return [(estimator.reduce(e, plan, nll)[0], g) for e, plan, nll, g in zip(encs, plans, nlls, greedy)]
@@ -125,7 +130,7 @@ def token_ratio(model, encs: list[Encoded], seeds: list[int], options: LladaOpti
     runs at the matrix-product rate whatever its batch, so there the speed ratio stays close to this (without
     the greedy check): fewer tokens is where the time is saved."""
     estimator = LladaMC(options)
-    plans = [estimator.plan(e, torch.Generator().manual_seed(s), model.mask_id) for e, s in zip(encs, seeds)]
+    plans = plan_rows(model, encs, seeds, estimator)
     inputs, _ = shared_inputs(plans, [distinct_rows(plan)[0] for plan in plans], estimator.cfg)
     return sum(plan.rows * plan.width for plan in plans) / sum(plans[i].width for i, _ in inputs)
 
