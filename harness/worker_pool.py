@@ -55,6 +55,19 @@ def ray_deaths(ray) -> tuple[type[BaseException], ...]:
     return ex.RayActorError, ex.WorkerCrashedError, ex.NodeDiedError, ex.ObjectLostError
 
 
+def cluster_view(ray) -> str:
+    """What Ray says of the cluster, for a replica that does not start: its nodes alive, and its CPUs and GPUs
+    free (a full cluster, or none left, is the user's to fix)."""
+    try:
+        nodes = ray.nodes()
+        total, free = ray.cluster_resources(), ray.available_resources()
+    except Exception as exc:  # the cluster itself may be what is gone
+        return f"Ray could not say why: {type(exc).__name__}"
+    alive = sum(bool(n.get("Alive")) for n in nodes)
+    held = [f"{free.get(r, 0):g} of {total[r]:g} {r}s free" for r in ("CPU", "GPU") if total.get(r)]
+    return ", ".join([f"Ray sees {alive} of {len(nodes)} nodes alive", *held])
+
+
 @dataclass
 class _Slot:
     """One replica's place in the pool: its current actor, and the actor's pid once it has started."""
@@ -144,8 +157,8 @@ class WorkerPool:
                                            "so it was dropped")
                 ready, _ = self._ray.wait(running + list(starting), num_returns=1, timeout=POLL_S)
                 if not ready and deadline is not None and time.monotonic() > deadline:
-                    raise WorkerDiedError(f"no {self.what} of {self.size} was up and none started within "
-                                          f"{START_TIMEOUT_S:g} s; {RESUME}")
+                    raise WorkerDiedError(f"{self._not_started()} within {START_TIMEOUT_S:g} s "
+                                          f"({cluster_view(self._ray)}); {RESUME}")
             if ready[0] not in starting:
                 return ready[0], None
             slot = starting[ready[0]]
@@ -157,6 +170,11 @@ class WorkerPool:
                 continue
             log.info("%s %d of %d is up (pid %d)", self.what, slot.index, self.size, slot.pid)
             return None, slot
+
+    def _not_started(self) -> str:
+        if live := self.live():  # the constructor waits for every replica
+            return f"only {live} of {self.size} {self.what}s started; the others did not"
+        return f"no {self.what} of {self.size} was up and none started"
 
     def _replace(self, slot: _Slot, exc: Exception) -> None:
         why = death_cause(slot.memory, exc)

@@ -23,6 +23,8 @@ pytest.importorskip("ray")
 
 from dare.harness import cli, parallel  # noqa: E402
 
+from .ray_logs import ray_complaints  # noqa: E402
+
 pytestmark = pytest.mark.timeout(900)
 LIMIT, BATCH = 8, 2
 BATCHES = LIMIT // BATCH
@@ -142,7 +144,7 @@ def test_seeded_kills_are_replaced_and_the_run_is_the_undisturbed_one(undisturbe
         monkeypatch.setattr(cli, "progress_bars", lambda enabled, kills=kills: kills.bar)
         out = tmp_path / f"trial{trial}"
         started = time.monotonic()
-        assert cli.main([*ARGS, "--out", str(out)]) == 0, (trial, kills.kills)
+        assert cli.main([*ARGS, "--out", str(out)]) == 0, (trial, kills.kills, ray_complaints())
         seconds.append(time.monotonic() - started)
         record = json.loads((run_dir(out) / "run.json").read_text())
         assert (run_dir(out) / "samples.jsonl").read_bytes() == expected, (trial, kills.kills)
@@ -166,7 +168,8 @@ def test_past_the_budget_one_line_cache_kept_and_rerun_identical(undisturbed, tm
     args = [*ARGS, "--out", str(tmp_path), "--worker-restarts", "1"]
     assert cli.main(args) == 1
     err = [line for line in capfd.readouterr().err.splitlines() if "replacing it" not in line]
-    assert len(err) == 1 and "restart budget is spent (1 of 1" in err[0] and "rerun the same command" in err[0], err
+    assert len(err) == 1 and "restart budget is spent (1 of 1" in err[0] and "rerun the same command" in err[0], \
+        (err, ray_complaints())
     partial = json.loads((run_dir(tmp_path) / "run.json").read_text())
     assert partial["status"] == "partial" and partial["execution"]["worker_restarts"] == 1
     assert partial["counts"]["sudoku"]["generated"] == 2 * BATCH  # batches 1 and 2 were cached before the 2nd death
