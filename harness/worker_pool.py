@@ -64,8 +64,8 @@ def cluster_view(ray) -> str:
     except Exception as exc:  # the cluster itself may be what is gone
         return f"Ray could not say why: {type(exc).__name__}"
     alive = sum(bool(n.get("Alive")) for n in nodes)
-    held = [f"{free.get(r, 0):g} of {total[r]:g} {r}s free" for r in ("CPU", "GPU") if total.get(r)]
-    return ", ".join([f"Ray sees {alive} of {len(nodes)} nodes alive", *held])
+    room = [f"{free.get(r, 0):g} of {total[r]:g} {r}s free" for r in ("CPU", "GPU") if total.get(r)]
+    return ", ".join([f"Ray sees {alive} of {len(nodes)} nodes alive", *room])
 
 
 @dataclass

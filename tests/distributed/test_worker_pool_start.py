@@ -46,9 +46,15 @@ def test_replicas_that_cannot_start_are_named_with_the_cluster_and_free_their_cp
     squatter = ray.remote(Squatter).options(num_cpus=held).remote()
     assert ray.get(squatter.ready.remote())
     replica = ray.remote(Replica).options(num_cpus=1, max_restarts=0)
+    made = []  # every handle kept, so only the pool's own kill (not Ray's collection of the handles) frees a CPU
+
+    def new_actor():
+        made.append(replica.remote())
+        return made[-1]
+
     try:
         with pytest.raises(WorkerDiedError, match=message):
-            WorkerPool(replica.remote, 2, restart_budget=3)
+            WorkerPool(new_actor, 2, restart_budget=3)
         assert _free_cpus(ray, 2 - held) == 2 - held  # the one that started was ended with the pool
     finally:
         ray.kill(squatter, no_restart=True)
