@@ -92,8 +92,10 @@ def enc_other(x, t, depth):
     # A value of a subclass of a builtin type is encoded from the builtin storage it holds, read through the
     # base type's own slots: what a subclass overrides (__iter__, items, __index__, __float__, __str__, __eq__,
     # ...) never decides the value, as EvalPlus's == reads the stored items too. type(x), never x.__class__.
+    # np.str_ and np.bytes_ are str and bytes: read as such, since their fixed-width numpy buffer loses trailing
+    # NULs ('abc\0' would arrive as 'abc', which Python's == does not take for 'abc\0').
     np = sys.modules.get("numpy")
-    if np is not None and issubclass(t, (np.ndarray, np.generic)):
+    if np is not None and issubclass(t, (np.ndarray, np.generic)) and not issubclass(t, (str, bytes)):
         return enc_numpy(np, x)
     for base, stored in STORAGE:
         if issubclass(t, base):

@@ -51,8 +51,50 @@ def opaque_inside(value: Any, depth: int = 0) -> bool:
     return False
 
 
+#: elements a comparison may build where the candidate's numpy arrays meet the expected value: ``==`` and
+#: ``np.allclose`` broadcast, so a (K, 1) array against a list of N numbers makes K x N booleans in this trusted
+#: process before any verdict is read (K = 4000 against HumanEval+'s million-item answers: 4 GB)
+MAX_BROADCAST = 1 << 24
+_SCALARS = frozenset((int, float, bool, complex, str, bytes, type(None)))
+
+
+def _parts(value: Any) -> list | tuple | None:
+    """The values a decoded container holds (a dict's values: keys are never arrays), None for a leaf."""
+    if isinstance(value, (list, tuple)):
+        return value
+    if isinstance(value, PlainSet):
+        return value.members
+    if isinstance(value, PlainDict):
+        return [v for _, v in value.pairs]
+    return None
+
+
+def _size(value: Any, arrays_only: bool) -> int:
+    """Elements of the numpy arrays in a decoded value (``arrays_only``), or of every leaf, arrays counted whole."""
+    if isinstance(value, np.ndarray):
+        return value.size
+    parts = _parts(value)
+    if parts is None:
+        return 0 if arrays_only else 1
+    if set(map(type, parts)) <= _SCALARS:  # the common flat answer, counted at C speed
+        return 0 if arrays_only else len(parts)
+    return sum(_size(v, arrays_only) for v in parts)
+
+
+def broadcast_bounded(out: Any, exp: Any) -> bool:
+    """Whether comparing ``out`` with ``exp`` builds at most MAX_BROADCAST elements: no arrays in ``out``, two arrays
+    of one shape, or arrays so small that no broadcast against all of ``exp`` passes the bound. Where it would, the
+    answer fails unread (stricter than EvalPlus only there: its ``==`` or ``allclose`` raises or runs out of memory)."""
+    if type(out) in _SCALARS:
+        return True
+    if isinstance(out, np.ndarray) and isinstance(exp, np.ndarray) and out.shape == exp.shape:
+        return True
+    arrays = _size(out, arrays_only=True)
+    return arrays == 0 or arrays * max(1, _size(exp, arrays_only=False)) <= MAX_BROADCAST
+
+
 def equal(out: Any, exp: Any) -> bool:
-    return not opaque_inside(out) and bool(out == exp)
+    return not opaque_inside(out) and broadcast_bounded(out, exp) and bool(out == exp)
 
 
 def truthy(out: Any, exp: Any) -> bool:
@@ -76,6 +118,8 @@ class EvalPlusRules:
 
     def check(self, out: Any, exp: Any, inp: list) -> bool:
         ep, atol = self.entry_point, self.atol
+        if not broadcast_bounded(out, exp):
+            return False
         if self.dataset == "mbpp" and ep in MBPP_OUTPUT_NOT_NONE_TASKS:
             exp = exp is not None  # evalplus's ground truth for these tasks is `out is not None`
         exact_match = out == exp

@@ -94,3 +94,27 @@ def test_special_oracles():
     assert not_none.check(Opaque("Match"), Opaque("Match"), []) and not not_none.check(None, Opaque("Match"), [])
     assert not_none.check(True, Opaque("Match"), []) and not not_none.check(False, Opaque("Match"), [])
     assert ORACLES["falsy"](0, None) and not ORACLES["falsy"](Opaque("x"), None)
+
+
+@pytest.mark.parametrize("check", [lambda out, exp: ORACLES["eq"](out, exp), lambda out, exp: close(out, exp, 1e-6),
+                                   lambda out, exp: ORACLES["eq"]([out], [exp])], ids=["eq", "evalplus", "nested"])
+def test_a_broadcasting_array_fails_without_building_the_broadcast(check):
+    """A (K, 1) array against a long list broadcasts to K x N in the trusted parent (HumanEval/100 on HumanEval+,
+    K = 4000 against a million items: 4 GB before the comparison raised). Here: 2,000 x 10,000 booleans (20 MB)
+    are never built; small arrays are still compared as numpy compares them."""
+    import tracemalloc
+
+    np = pytest.importorskip("numpy")
+    expected = [float(i) for i in range(10_000)]
+    tracemalloc.start()
+    try:
+        assert not check(np.zeros((2000, 1)), expected)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20, peak
+    try:  # an array answer fails either way: numpy's truth value of a comparison is ambiguous, the verdict a fail
+        assert not check(np.arange(10_000.0), np.arange(10_000.0))
+    except ValueError as exc:
+        assert "ambiguous" in str(exc)
+    assert check(np.float64(3.0), 3.0) and ORACLES["eq"](np.array([3]), 3)  # size-1: True, as in the original assert

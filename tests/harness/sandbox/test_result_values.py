@@ -101,6 +101,19 @@ def test_a_value_of_no_builtin_type_is_an_unsupported_result(code_verifier):
     assert evalplus_verdict(source, [[3]], [7], LIMIT) == "pass"  # fooled by __eq__: DARE is stricter
 
 
+@pytest.mark.parametrize("returned, expected, verdicts", [
+    ("np.str_('abc\\x00\\x00')", "abc", ((False, "wrong_answer"), "fail")),
+    ("np.bytes_(b'abc\\x00')", b"abc", ((False, "wrong_answer"), "fail")),
+    ("np.str_('abc')", "abc", ((True, None), "pass")),
+])
+def test_a_numpy_string_keeps_its_trailing_nuls(code_verifier, returned, expected, verdicts):
+    """np.str_ and np.bytes_ are str and bytes holding every character; numpy's fixed-width buffer of them
+    drops trailing NULs, so reading one through it passed 'abc\\0\\0' for 'abc' (HumanEval/28)."""
+    source = f"import numpy as np\ndef f(k):\n    return {returned}\n"
+    assert (dare_verdict(code_verifier, source, [[3]], [expected]),
+            evalplus_verdict(source, [[3]], [expected], LIMIT)) == verdicts
+
+
 ROLLING_MAX = ("from typing import List\n\ndef rolling_max(numbers: List[int]) -> List[int]:\n"
                "    class Shown(list):\n        def __iter__(self):\n            best, out = None, []\n"
                "            for n in numbers:\n                best = n if best is None else max(best, n)\n"
