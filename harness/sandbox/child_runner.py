@@ -34,7 +34,7 @@ from time import monotonic, process_time
 globals().update({name: getattr(builtins, name) for name in (
     "type", "isinstance", "issubclass", "getattr", "str", "int", "float", "complex", "bool", "bytes", "bytearray",
     "list", "tuple", "dict", "set", "frozenset", "len", "format", "zip", "enumerate", "iter", "next", "min", "max",
-    "round")})
+    "round", "open", "sum")})
 
 OUTPUT_CAP = 32 << 20  # bytes of encoded output per call; beyond it the call counts as an error
 MAX_DEPTH = 200
@@ -54,11 +54,87 @@ class Timeout(BaseException):
 
 
 FIRED = []  # non-empty once an alarm fired during the current step
+STEP = []  # the step under way: [(its start reading, CPU limit, wall limit)], or [BETWEEN] after one
+BETWEEN = object()  # a step has ended: a timer that ran out as it ended is answered by the step's measured times
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 def _alarm(signum, frame):
+    """SIGPROF: this process spent its CPU limit. SIGALRM: the step's wall limit has passed on the clock; if
+    waiting for a CPU explains it (its own time is still under the limit) and the job's CPU is too, the alarm is
+    set again for what is left, so a busy machine stretches a call's wall time without failing it."""
+    if STEP and STEP[0] is BETWEEN:
+        return
+    if signum == SIGALRM and STEP:
+        start, cpu_limit, wall_limit = STEP[0]
+        cpu, own = spent(start)
+        if cpu <= cpu_limit and own < wall_limit:
+            setitimer(ITIMER_REAL, max(wall_limit - own, 0.005))
+            return
     FIRED.append(signum)
     raise Timeout()
+
+
+PROC_FDS = {}  # small /proc files kept open for the whole job: a call's limits read them twice
+
+
+def proc_read(path):
+    """The bytes of a small /proc file (read again from its start; reopened where the program closed it)."""
+    for _ in range(2):
+        fd = PROC_FDS.get(path)
+        try:
+            if fd is None:
+                fd = PROC_FDS[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.pread(fd, 4096, 0)
+        except OSError:
+            PROC_FDS.pop(path, None)
+    raise OSError("cannot read " + path)
+
+
+def own_clock():
+    """Seconds of this thread's own time: the wall clock less the time it was runnable but waited for a CPU (the
+    kernel's run_delay). On an idle machine it is the wall clock; other processes, whoever runs them, do not
+    lengthen it. Where the kernel does not report the wait, the wall clock."""
+    try:
+        return monotonic() - int(proc_read("/proc/thread-self/schedstat").split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return monotonic()
+
+
+def job_cpu():
+    """CPU seconds of the whole job: this process (every thread) and every other process of it, alive or ended
+    (the job's /proc lists only its own pid namespace; ended ones are counted by whoever reaped them). The job's
+    own busy processes thus count against its limit, and the waits they cause are not the machine's. While the
+    job has started no process or thread (the namespace's last pid is its own), that is this process alone."""
+    me = os.getpid()
+    try:
+        if int(proc_read("/proc/loadavg").split()[4]) == me:
+            return process_time()
+        names = os.listdir("/proc")
+    except (OSError, IndexError, ValueError):
+        names = []
+    ticks = 0
+    for name in names:
+        if name.isdigit() and int(name) != me:
+            try:
+                with open("/proc/" + name + "/stat", "rb") as stream:
+                    fields = stream.read().rsplit(b")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            except (OSError, IndexError, ValueError):
+                continue  # ended between the listing and the read: its reaper counts it
+    others = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return process_time() + others.ru_utime + others.ru_stime + ticks * TICK_S
+
+
+def reading():
+    """(job CPU seconds, own seconds) now: what a step's or a group's limits are measured from."""
+    return job_cpu(), own_clock()
+
+
+def spent(start):
+    """(job CPU seconds, own seconds) since the ``start`` reading."""
+    cpu, own = reading()
+    return cpu - start[0], own - start[1]
 
 
 # ---- encoding of plain data (mirrors dare.harness.sandbox.codec.decode) ----
@@ -221,28 +297,33 @@ def disarm():
     setitimer(ITIMER_REAL, 0)
 
 
-def limited(cpu_limit, wall_limit, step, args=(), kwargs=None):
-    """``(step(*args, **kwargs), CPU seconds, wall seconds)`` under ``cpu_limit`` seconds of this process's CPU
-    time (ITIMER_PROF: load does not stretch it) and ``wall_limit`` seconds of wall time (ITIMER_REAL, for
-    steps that sleep or block). Raises Timeout when either alarm fired or either time was over its limit,
+def limited(cpu_limit, wall_limit, step, args=(), kwargs=None, start=None):
+    """``(step(*args, **kwargs), CPU seconds, own seconds)`` under ``cpu_limit`` seconds of the job's CPU time
+    (ITIMER_PROF for this process, the job's other processes checked with the wall alarm and after the step)
+    and ``wall_limit`` seconds of own time (:func:`own_clock`: wall time less the waits for a CPU, for steps that
+    sleep or block; ITIMER_REAL, set again while the waits explain the clock), both counted from ``start`` (a
+    :func:`reading`; now by default). Raises Timeout when an alarm fired or either time was over its limit,
     whatever the step did with the alarm's exception; another exception of the step passes through when the
     step kept within its limits."""
     cpu_limit, wall_limit = max(cpu_limit, 0.001), max(wall_limit, 0.001)
+    start = start or reading()
+    STEP[:] = [(start, cpu_limit, wall_limit)]
     arm(cpu_limit, wall_limit)
-    cpu0, wall0 = process_time(), monotonic()
     try:
         try:
             value = step(*args, **(kwargs or {}))
         finally:
+            STEP[:] = [BETWEEN]  # from here the measured times decide: an alarm now must not set the timer again
             disarm()
     except BaseException:
-        if FIRED or process_time() - cpu0 > cpu_limit or monotonic() - wall0 > wall_limit:
+        cpu, own = spent(start)
+        if FIRED or cpu > cpu_limit or own > wall_limit:
             raise Timeout() from None
         raise
-    cpu, wall = process_time() - cpu0, monotonic() - wall0
-    if FIRED or cpu > cpu_limit or wall > wall_limit:
+    cpu, own = spent(start)
+    if FIRED or cpu > cpu_limit or own > wall_limit:
         raise Timeout()
-    return value, cpu, wall
+    return value, cpu, own
 
 
 def load_program(source, name):
@@ -259,8 +340,8 @@ def load_for_calls(job):
 
 
 def run_calls(job, channel):
-    """Each call under its CPU limit and its wall limit, the CPU limit times the job's ``wall_scale`` (the
-    machine's load as the parent measured it when the job started; 1 on an idle machine)."""
+    """Each call under its CPU limit and its wall limit on own time, the CPU limit times the job's ``wall_scale``
+    (1 where the kernel reports waits for a CPU; elsewhere the machine's load as the parent read it)."""
     scale, load_limit = job.get("wall_scale", 1.0), job["load_limit"]
     try:
         (namespace, fn), load_cpu, load_wall = limited(load_limit, load_limit * scale, load_for_calls, (job,))
@@ -273,13 +354,18 @@ def run_calls(job, channel):
     channel.send({"ready": True})
     budgets = Budgets(job.get("budgets"), load_cpu, load_wall, scale)
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
-        cpu_limit, wall_limit = budgets.cut(i, limit)
+        try:
+            args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
+        except BaseException as exc:
+            channel.send({"i": i, **describe_error(exc)})
+            continue
+        now = reading()
+        cpu_limit, wall_limit = budgets.cut(i, limit, now)
         if cpu_limit <= 0 or wall_limit <= 0:
             channel.send({"i": i, "timeout": True, "budget": True})
             return
         try:
-            args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
-            value, elapsed, _ = limited(cpu_limit, wall_limit, fn, args, kwargs)
+            value, elapsed, _ = limited(cpu_limit, wall_limit, fn, args, kwargs, start=now)
             channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
         except Timeout:
             channel.send({"i": i, "timeout": True})
@@ -291,25 +377,26 @@ def run_calls(job, channel):
 
 class Budgets:
     """Budgets of consecutive groups of calls, ``[[end_index, seconds], ...]``: EvalPlus checks base and plus
-    inputs as two processes, each under its own process timeout. A group is over its budget when its CPU time
-    is, or its wall time is over the budget times the load scale (EvalPlus's timeout counts wall time; the
-    scale keeps load from failing honest code). Loading the program counts against every group, since each of
-    EvalPlus's processes loads it again."""
+    inputs as two processes, each under its own process timeout. A group is over its budget when the job's CPU
+    time is, or its own time (:func:`own_clock`: EvalPlus's timeout counts wall time, without the waits a busy
+    machine adds) is over the budget times the job's wall scale. Loading the program counts against every group,
+    since each of EvalPlus's processes loads it again."""
 
     def __init__(self, groups, load_cpu_s, load_wall_s, scale):
         self.groups, self.load, self.scale = groups or [], (load_cpu_s, load_wall_s), scale
         self.group, self.start = -1, (0.0, 0.0)
 
-    def cut(self, index, limit):
-        """``(CPU, wall)`` limits of the call: its own, cut to what its group has left (0 or less: spent)."""
+    def cut(self, index, limit, now):
+        """``(CPU, wall)`` limits of the call: its own, cut to what its group has left (0 or less: spent) at the
+        ``now`` :func:`reading`."""
         group = next((g for g, (end, _) in enumerate(self.groups) if index < end), None)
         if group is None:
             return limit, limit * self.scale
         if group != self.group:
-            self.group, self.start = group, (process_time(), monotonic())
+            self.group, self.start = group, now
         budget = self.groups[group][1]
-        cpu_left = budget - self.load[0] - (process_time() - self.start[0])
-        wall_left = budget * self.scale - self.load[1] - (monotonic() - self.start[1])
+        cpu_left = budget - self.load[0] - (now[0] - self.start[0])
+        wall_left = budget * self.scale - self.load[1] - (now[1] - self.start[1])
         return min(limit, cpu_left), min(limit * self.scale, wall_left)
 
 

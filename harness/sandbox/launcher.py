@@ -54,24 +54,46 @@ class Clock:
     """Deadlines of one job: ``total_s`` for all of it; ``steps[k]`` seconds for step k (step 0 from the start,
     step k from the k-th record), each plus :data:`STEP_SLACK_S`; after the listed steps, :data:`END_S` for
     the job to end (its last records and its exit), however many records it sends. Without steps only the
-    total applies."""
+    total applies. ``stretch()`` (the machine's load as a factor; 1 without one) multiplies the seconds: read
+    at the start, and again when a deadline passes (:meth:`extend`), so load that arrives mid-job moves the
+    deadlines instead of ending an honest job."""
 
-    def __init__(self, total_s: float, steps: Sequence[float] = ()):
+    def __init__(self, total_s: float, steps: Sequence[float] = (), stretch: Callable[[], float] | None = None):
         self.total_s, self.steps = total_s, list(steps) + ([END_S] if steps else [])
+        self.stretch = stretch
         self.restart()
 
     def restart(self) -> None:
         """Start counting now (the job is about to begin)."""
-        self.start = time.monotonic()
-        self.end = self.start + self.total_s
+        self.start = self.step_start = time.monotonic()
+        self.scale = self.stretch() if self.stretch else 1.0
         self.step = 0
-        self.step_end = self.start + self.steps[0] + STEP_SLACK_S if self.steps else float("inf")
+        self._deadlines()
+
+    def _deadlines(self) -> None:
+        self.end = self.start + self.total_s * self.scale
+        step_s = self.steps[self.step] if self.step < len(self.steps) else None
+        if step_s is not None:
+            self.step_end = self.step_start + step_s * self.scale + STEP_SLACK_S
+        elif not self.steps:
+            self.step_end = float("inf")
 
     def advance(self) -> None:
         """A record arrived: the next step starts. Past the list the last deadline stands."""
         self.step += 1
         if self.step < len(self.steps):
-            self.step_end = time.monotonic() + self.steps[self.step] + STEP_SLACK_S
+            self.step_start = time.monotonic()
+            self._deadlines()
+
+    def extend(self) -> bool:
+        """A deadline passed: True when the machine is busier now than when the deadlines were set and the
+        deadlines its load gives lie ahead (they are moved there), False when the job is out of time."""
+        scale = self.stretch() if self.stretch else 1.0
+        if scale <= self.scale:
+            return False
+        self.scale = scale
+        self._deadlines()
+        return self.remaining() > 0
 
     def remaining(self) -> float:
         return min(self.end, self.step_end) - time.monotonic()
@@ -146,8 +168,9 @@ class Pump:
                 sel.register(extra[0], selectors.EVENT_READ)
             while self.open or not finished():
                 remaining = clock.remaining()
-                if remaining <= 0:
+                if remaining <= 0 and not clock.extend():
                     return "timeout"
+                remaining = max(remaining, clock.remaining())
                 # with both pipes at EOF only the exit (or the zygote's end report) is awaited: poll it briefly
                 for key, _ in sel.select(timeout=min(remaining, 0.005 if not self.open else 0.5)):
                     self._ready(sel, key.fd, extra)

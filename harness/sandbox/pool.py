@@ -76,7 +76,7 @@ class Sandbox:
             log.warning("running generated code WITHOUT namespace isolation (unsafe_local_exec=True)")
         self.warm = warm and self.isolation.backend == "bwrap" and self.isolation.drop_uid
         self.report: dict | None = None  # the confinement as a job sees it (zygote self-test or a probe job)
-        self.load = LoadGauge()  # the machine's load, read as each candidate job starts (its wall limits)
+        self.load = LoadGauge()  # the wall limits' rule, and the load the parent's deadlines stretch with
         self._zygotes: dict[int, Zygote] = {}
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(self.workers):
@@ -131,14 +131,15 @@ class Sandbox:
         return self._zygotes[slot]
 
     def run_job(self, job: dict, deadline_s: float, on_record: Callable[[dict], bool] | None = None,
-                steps: list[float] | None = None) -> JobOutcome:
+                steps: list[float] | None = None, stretch: Callable[[], float] | None = None) -> JobOutcome:
         """Run one job; ``on_record`` sees each parsed record and returns False to stop the job early.
-        ``steps``: the parent's deadline per step (program load, then each test), see ``launcher.Clock``."""
+        ``steps``: the parent's deadline per step (program load, then each test), and ``stretch`` the load
+        factor that multiplies them, see ``launcher.Clock``."""
         nonce = secrets.token_hex(12)
         records: list[dict] = []
         problems: list[str] = []
         state = {"ended": False}
-        clock = Clock(deadline_s, steps or ())  # restarted once the slot and its sandbox are ready
+        clock = Clock(deadline_s, steps or (), stretch)  # restarted once the slot and its sandbox are ready
 
         def on_line(line: bytes) -> bool:
             try:

@@ -29,7 +29,6 @@ from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
 from ..sandbox.launcher import ENCODE_RATE, step_limit
-from ..sandbox.load import SCALE_RULE
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, machine_fingerprint, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
@@ -57,16 +56,18 @@ class CodeVerifier(Verifier):
     ``max(min_time_limit, time_limit_factor * t)``, ``t`` the reference's time on that input measured by the
     trusted pool on this machine; on the EvalPlus sets the base and the plus inputs are two groups, each with
     the budget ``min(sample_time_limit, sum of its limits) + 2 s`` that loading the program counts against.
-    A call is over its limit when its CPU time is, or its wall time is over the limit times the machine's load
-    as the trusted parent measures it when the job starts (``sandbox.load``: 1 on an idle machine, so a call
-    that sleeps past its limit fails as in EvalPlus, while load does not fail honest code); a group is over its
-    budget likewise, loading the program included, as EvalPlus's process timeout counts it. The child re-arms
+    A call is over its limit when the job's CPU time is (its own busy processes included), or its own time is:
+    the wall clock less the time it waited for a CPU, as the kernel counts it (``sandbox.load``). On an idle
+    machine that is the wall clock, so a call that sleeps past its limit fails as in EvalPlus; on a busy one the
+    waits are left out, so load fails no honest code and lengthens no sleeper's allowance: a verdict depends on
+    its own candidate, not on what runs beside it. A group is over its budget likewise, loading the program
+    included, as EvalPlus's process timeout counts it. The child re-arms
     its alarms for every call and decides on the measured times too, so a program that ignores, blocks or
     catches the alarm still times out; the parent's own deadlines end the job from outside.
     Values are encoded from the builtin storage of their type (a subclass's methods never decide a value)."""
 
     name = "code"
-    version = "5"  # v5: the load scale is the most tasks a balanced scheduler puts on the job's core (v4: the mean)
+    version = "6"  # v6: wall limits on own time (v5: times the machine's load when the job started)
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,
@@ -167,21 +168,23 @@ class CodeVerifier(Verifier):
     def _run(self, plan: TestPlan, program: str) -> Outcome:
         limits = self.time_limits(plan)
         budgets = self.budgets(plan, limits)
-        scale = self.sandbox.load.scale()  # the machine's load now: the wall limits of this job
+        gauge = self.sandbox.load
         job = {"mode": "call", "program": program, "entry_point": plan.entry_point, "inputs": plan.calls,
-               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup, "wall_scale": scale}
+               "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup,
+               "wall_scale": gauge.wall_scale()}
         if budgets:  # EvalPlus has no load limit of its own: loading spends the group's budget
             job.update(budgets=budgets, load_limit=budgets[0][1])
             cpu_s = sum(seconds for _, seconds in budgets)
         else:
             cpu_s = job["load_limit"] + min(self.sample_time_limit, sum(limits))
-        # the parent's deadlines end the job from outside, whatever the candidate does with the child's alarms
+        # the parent's deadlines end the job from outside, whatever the candidate does with the child's alarms;
+        # the machine's load stretches them (read as the job starts and again at a deadline), never the verdict
         shipped_s = sum(plan.call_bytes) / ENCODE_RATE  # every input in, every answer out
-        deadline = cpu_s * scale + 3.0 + shipped_s
+        deadline = cpu_s + 3.0 + shipped_s
         outcome = Outcome(plan)
-        steps = [job["load_limit"] * scale + len(program) / ENCODE_RATE + shipped_s,  # the payload comes first
-                 *(step_limit(limit * scale, size) for limit, size in zip(limits, plan.call_bytes))]
-        run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps)
+        steps = [job["load_limit"] + len(program) / ENCODE_RATE + shipped_s,  # the payload comes first
+                 *(step_limit(limit, size) for limit, size in zip(limits, plan.call_bytes))]
+        run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps, stretch=gauge.stretch)
         outcome_from_run(outcome, run)
         if outcome.passed and plan.judge is not None:
             self._judge(plan, outcome)
@@ -218,7 +221,7 @@ class CodeVerifier(Verifier):
 
     def cache_identity(self) -> dict[str, Any]:
         # another rule for the wall limits, another verdict
-        return {"references_timed_on": machine_fingerprint(), "wall_limits": SCALE_RULE}
+        return {"references_timed_on": machine_fingerprint(), "wall_limits": self.sandbox.load.rule}
 
     def describe(self) -> dict[str, Any]:
         return {**self.sandbox.describe(), "dataset": self.dataset.name, "verifier_version": self.version,

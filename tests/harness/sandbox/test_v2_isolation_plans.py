@@ -119,6 +119,23 @@ def test_line_splitter_scans_every_byte_once():
     assert stream.truncated and len(stream.buffer) == 0
 
 
+def test_clock_stretches_with_the_load_read_at_the_start_and_again_when_a_deadline_passes():
+    """The parent's deadlines follow the machine's load: load that arrives mid-job moves a passed deadline instead
+    of ending the job; a machine no busier than before ends it."""
+    loads = iter([1.0, 3.0, 3.0])
+    clock = Clock(100.0, [0.5, 2.0], stretch=lambda: next(loads))
+    assert clock.remaining() == pytest.approx(0.5 + STEP_SLACK_S, abs=0.05)
+    clock.step_start -= 2.0  # two seconds into a 0.5 s step: its deadline has passed
+    clock._deadlines()
+    assert clock.remaining() < 0
+    assert clock.extend() and clock.remaining() == pytest.approx(3 * 0.5 + STEP_SLACK_S - 2.0, abs=0.05)
+    clock.step_start -= 1.0
+    clock._deadlines()
+    assert not clock.extend()  # no busier than when the deadline was set: out of time
+    clock.advance()
+    assert clock.remaining() == pytest.approx(3 * 2.0 + STEP_SLACK_S, abs=0.05)  # the next step at today's load
+
+
 def test_clock_gives_each_step_its_own_deadline():
     clock = Clock(100.0, [0.5, 2.0])
     assert clock.remaining() == pytest.approx(0.5 + STEP_SLACK_S, abs=0.05)
