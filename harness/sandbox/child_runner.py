@@ -101,18 +101,26 @@ def own_clock():
         return monotonic()
 
 
+OWN_PID_NAMESPACE = []  # [True] when the parent ran the job in a pid namespace of its own (its /proc is the job's)
+
+
 def job_cpu():
     """CPU seconds of the whole job: this process (every thread) and every other process of it, alive or ended
     (the job's /proc lists only its own pid namespace; ended ones are counted by whoever reaped them). The job's
     own busy processes thus count against its limit, and the waits they cause are not the machine's. While the
-    job has started no process or thread (the namespace's last pid is its own), that is this process alone."""
+    job has started no process or thread (the namespace's last pid is its own), that is this process alone.
+    Without a pid namespace of its own, /proc is the host's: this process and those it reaped."""
     me = os.getpid()
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = process_time() + reaped.ru_utime + reaped.ru_stime
+    if not OWN_PID_NAMESPACE:
+        return total
     try:
         if int(proc_read("/proc/loadavg").split()[4]) == me:
-            return process_time()
+            return total
         names = os.listdir("/proc")
     except (OSError, IndexError, ValueError):
-        names = []
+        return total
     ticks = 0
     for name in names:
         if name.isdigit() and int(name) != me:
@@ -122,8 +130,7 @@ def job_cpu():
                 ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
             except (OSError, IndexError, ValueError):
                 continue  # ended between the listing and the read: its reaper counts it
-    others = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return process_time() + others.ru_utime + others.ru_stime + ticks * TICK_S
+    return total + ticks * TICK_S
 
 
 def reading():
@@ -343,6 +350,7 @@ def run_calls(job, channel):
     """Each call under its CPU limit and its wall limit on own time, the CPU limit times the job's ``wall_scale``
     (1 where the kernel reports waits for a CPU; elsewhere the machine's load as the parent read it)."""
     scale, load_limit = job.get("wall_scale", 1.0), job["load_limit"]
+    OWN_PID_NAMESPACE[:] = [True] if job.get("own_pid_namespace") else []
     try:
         (namespace, fn), load_cpu, load_wall = limited(load_limit, load_limit * scale, load_for_calls, (job,))
     except Timeout:

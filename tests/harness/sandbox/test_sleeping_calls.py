@@ -12,12 +12,16 @@ the call and enforced by the parent from outside.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 import time
 
 import pytest
 
+from dare.harness.sandbox.isolation import detect
 from dare.harness.sandbox.load import LoadGauge
+from dare.harness.verifiers.code import CodeVerifier
 
 from .busy import busy_processes
 from .verdict_pairs import dare_verdict, evalplus_verdict, verifier_fixture
@@ -93,29 +97,50 @@ def test_a_busy_process_on_every_core_fails_no_honest_program_and_lengthens_no_s
     assert wall_clock["rule"].startswith("wall limit on own time") and wall_clock["load_scale"]["max"] >= 2
 
 
-def test_load_that_arrives_after_a_job_started_fails_no_honest_call(code_verifier, monkeypatch):
-    """Busy processes start the moment the parent starts the job's clock, after everything v5 read the load
-    for: its wall limits stayed at the idle machine's and the honest calls (0.4 s of CPU, 0.8-1.2 s of wall
-    time under the load) failed. Own time leaves the waits out, and the parent's deadlines follow the load."""
-    gauge = code_verifier.sandbox.load
+def honest_calls_as_load_arrives(verifier: CodeVerifier, monkeypatch) -> tuple[bool, str | None]:
+    """The honest program's verdict when busy processes start 0.3 s after the parent first reads the load for
+    the job, when the job's process has started and is loading or in its first call."""
+    gauge = verifier.sandbox.load
     hogs: list = []
+    timers: list[threading.Timer] = []
 
     def stretch_then_load() -> float:
-        value = type(gauge).stretch(gauge)
-        if not hogs:
-            hogs.extend(busy_processes(2 * len(os.sched_getaffinity(0))))
-        return value
+        if not timers:
+            timers.append(threading.Timer(0.3, lambda: hogs.extend(busy_processes(2 * len(os.sched_getaffinity(0))))))
+            timers[0].start()
+        return type(gauge).stretch(gauge)
 
     monkeypatch.setattr(gauge, "stretch", stretch_then_load)
     try:
         started = time.monotonic()
-        verdict = dare_verdict(code_verifier, IMPORTS + HONEST, [[1], [2], [3]], [2, 4, 6])
+        verdict = dare_verdict(verifier, IMPORTS + HONEST, [[1], [2], [3]], [2, 4, 6])
         wall = time.monotonic() - started
     finally:
+        timers[0].join()
         for hog in hogs:
             hog.kill()
     assert hogs and wall > 3 * LIMIT + 0.5, f"the machine was not loaded ({wall:.2f} s for three calls)"
-    assert verdict == (True, None)
+    return verdict
+
+
+def test_load_that_arrives_after_a_job_started_fails_no_honest_call(code_verifier, monkeypatch):
+    """Busy processes start after everything v5 read the load for: its wall limits stayed at the idle machine's
+    and the honest calls (0.4 s of CPU, about 1 s of wall time under the load) failed. Own time leaves the waits
+    out, and the parent's deadlines follow the load."""
+    assert honest_calls_as_load_arrives(code_verifier, monkeypatch) == (True, None)
+
+
+def test_without_a_pid_namespace_the_host_s_processes_are_not_the_job_s(monkeypatch, tmp_path):
+    """With --unsafe-local-exec the job's /proc is the host's: the busy processes started during the job are
+    the machine's, not the job's CPU time (counting every process /proc lists failed the honest calls)."""
+    none = dataclasses.replace(detect(), backend="none")
+    monkeypatch.setattr("dare.harness.sandbox.pool.detect", lambda uid_base: none)
+    verifier = CodeVerifier("humanevalplus", unsafe_local_exec=True, workers=1, cache_dir=tmp_path,
+                            min_time_limit=LIMIT)
+    try:
+        assert honest_calls_as_load_arrives(verifier, monkeypatch) == (True, None)
+    finally:
+        verifier.close()
 
 
 def test_busy_processes_of_the_candidate_s_own_count_as_its_cpu_time(code_verifier):
