@@ -26,6 +26,9 @@ CHUNK = 1 << 16
 STEP_SLACK_S = 1.0  # per step, on top of the child's own limit: pipe latency and a loaded machine
 END_S = 1.0  # after its last test: the end records and the exit, which run no candidate code
 ENCODE_RATE = 256 << 10  # bytes/s of a record: the child's encoding and sending on a heavily loaded machine
+# bytes/s of the program text in the payload (read and parsed as one JSON string; compiling it is part of the
+# load step's own limit): the candidate sets its length, so this term is small (4 MiB: 0.5 s)
+PROGRAM_RATE = 8 << 20
 
 
 

@@ -28,7 +28,7 @@ from ..records import Sample, Verdict
 from ..sandbox.codec import CodecError, encode
 from ..sandbox.datasets import DATASETS
 from ..sandbox.isolation import Limits
-from ..sandbox.launcher import ENCODE_RATE, step_limit
+from ..sandbox.launcher import ENCODE_RATE, PROGRAM_RATE, step_limit
 from ..sandbox.plans import PlanCache, TestPlan, default_cache_dir, machine_fingerprint, plan_key
 from ..sandbox.pool import Sandbox
 from ..sandbox.programs import build_program
@@ -182,7 +182,7 @@ class CodeVerifier(Verifier):
         shipped_s = sum(plan.call_bytes) / ENCODE_RATE  # every input in, every answer out
         deadline = cpu_s + 3.0 + shipped_s
         outcome = Outcome(plan)
-        steps = [job["load_limit"] + len(program) / ENCODE_RATE + shipped_s,  # the payload comes first
+        steps = [job["load_limit"] + len(program) / PROGRAM_RATE + shipped_s,  # the payload comes first
                  *(step_limit(limit, size) for limit, size in zip(limits, plan.call_bytes))]
         run = self.sandbox.run_job(job, deadline, outcome.accept, steps=steps, stretch=gauge.stretch)
         outcome_from_run(outcome, run)
