@@ -34,7 +34,7 @@ from time import monotonic, process_time
 globals().update({name: getattr(builtins, name) for name in (
     "type", "isinstance", "issubclass", "getattr", "str", "int", "float", "complex", "bool", "bytes", "bytearray",
     "list", "tuple", "dict", "set", "frozenset", "len", "format", "zip", "enumerate", "iter", "next", "min", "max",
-    "round", "open", "sum")})
+    "round", "open")})
 
 OUTPUT_CAP = 32 << 20  # bytes of encoded output per call; beyond it the call counts as an error
 MAX_DEPTH = 200
@@ -304,16 +304,15 @@ def disarm():
     setitimer(ITIMER_REAL, 0)
 
 
-def limited(cpu_limit, wall_limit, step, args=(), kwargs=None, start=None):
+def limited(cpu_limit, wall_limit, step, args=(), kwargs=None):
     """``(step(*args, **kwargs), CPU seconds, own seconds)`` under ``cpu_limit`` seconds of the job's CPU time
     (ITIMER_PROF for this process, the job's other processes checked with the wall alarm and after the step)
     and ``wall_limit`` seconds of own time (:func:`own_clock`: wall time less the waits for a CPU, for steps that
-    sleep or block; ITIMER_REAL, set again while the waits explain the clock), both counted from ``start`` (a
-    :func:`reading`; now by default). Raises Timeout when an alarm fired or either time was over its limit,
-    whatever the step did with the alarm's exception; another exception of the step passes through when the
-    step kept within its limits."""
+    sleep or block; ITIMER_REAL, set again while the waits explain the clock). Raises Timeout when an alarm
+    fired or either time was over its limit, whatever the step did with the alarm's exception; another exception
+    of the step passes through when the step kept within its limits."""
     cpu_limit, wall_limit = max(cpu_limit, 0.001), max(wall_limit, 0.001)
-    start = start or reading()
+    start = reading()
     STEP[:] = [(start, cpu_limit, wall_limit)]
     arm(cpu_limit, wall_limit)
     try:
@@ -362,18 +361,13 @@ def run_calls(job, channel):
     channel.send({"ready": True})
     budgets = Budgets(job.get("budgets"), load_cpu, load_wall, scale)
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
-        try:
-            args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
-        except BaseException as exc:
-            channel.send({"i": i, **describe_error(exc)})
-            continue
-        now = reading()
-        cpu_limit, wall_limit = budgets.cut(i, limit, now)
+        cpu_limit, wall_limit = budgets.cut(i, limit, reading())
         if cpu_limit <= 0 or wall_limit <= 0:
             channel.send({"i": i, "timeout": True, "budget": True})
             return
         try:
-            value, elapsed, _ = limited(cpu_limit, wall_limit, fn, args, kwargs, start=now)
+            args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
+            value, elapsed, _ = limited(cpu_limit, wall_limit, fn, args, kwargs)
             channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
         except Timeout:
             channel.send({"i": i, "timeout": True})
