@@ -361,7 +361,7 @@ def run_calls(job, channel):
     channel.send({"ready": True})
     budgets = Budgets(job.get("budgets"), load_cpu, load_wall, scale)
     for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
-        cpu_limit, wall_limit = budgets.cut(i, limit, reading())
+        cpu_limit, wall_limit = budgets.cut(i, limit)
         if cpu_limit <= 0 or wall_limit <= 0:
             channel.send({"i": i, "timeout": True, "budget": True})
             return
@@ -388,12 +388,12 @@ class Budgets:
         self.groups, self.load, self.scale = groups or [], (load_cpu_s, load_wall_s), scale
         self.group, self.start = -1, (0.0, 0.0)
 
-    def cut(self, index, limit, now):
-        """``(CPU, wall)`` limits of the call: its own, cut to what its group has left (0 or less: spent) at the
-        ``now`` :func:`reading`."""
+    def cut(self, index, limit):
+        """``(CPU, wall)`` limits of the call: its own, cut to what its group has left (0 or less: spent)."""
         group = next((g for g, (end, _) in enumerate(self.groups) if index < end), None)
         if group is None:
             return limit, limit * self.scale
+        now = reading()
         if group != self.group:
             self.group, self.start = group, now
         budget = self.groups[group][1]

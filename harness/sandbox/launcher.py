@@ -58,19 +58,21 @@ class Clock:
     step k from the k-th record), each plus :data:`STEP_SLACK_S`; after the listed steps, :data:`END_S` for
     the job to end (its last records and its exit), however many records it sends. Without steps only the
     total applies. ``stretch()`` (the machine's load as a factor; 1 without one) multiplies the seconds: read
-    at the start, and again when a deadline passes (:meth:`extend`), so load that arrives mid-job moves the
-    deadlines instead of ending an honest job."""
+    by :meth:`restart`, and again when a deadline passes (:meth:`extend`), so load that arrives mid-job moves the
+    deadlines instead of ending an honest job. A new clock counts from now at a factor of 1."""
 
     def __init__(self, total_s: float, steps: Sequence[float] = (), stretch: Callable[[], float] | None = None):
         self.total_s, self.steps = total_s, list(steps) + ([END_S] if steps else [])
         self.stretch = stretch
-        self.restart()
+        self._begin(1.0)
 
     def restart(self) -> None:
-        """Start counting now (the job is about to begin)."""
+        """Start counting now, at the machine's load now (the job is about to begin)."""
+        self._begin(self.stretch() if self.stretch else 1.0)
+
+    def _begin(self, scale: float) -> None:
         self.start = self.step_start = time.monotonic()
-        self.scale = self.stretch() if self.stretch else 1.0
-        self.step = 0
+        self.scale, self.step = scale, 0
         self._deadlines()
 
     def _deadlines(self) -> None:

@@ -163,7 +163,9 @@ class Sandbox:
             clock.advance()  # the next step starts after the parent has decided on this record
             return keep_going
 
-        payload = json.dumps({**job, "nonce": nonce}, separators=(",", ":"), allow_nan=False).encode()
+        # own_pid_namespace: the job's /proc lists its own processes only (it counts their CPU as its own)
+        payload = json.dumps({**job, "nonce": nonce, "own_pid_namespace": self.isolation.backend != "none"},
+                             separators=(",", ":"), allow_nan=False).encode()
         slot = self._slots.get()  # waiting for a slot, or for its sandbox to start, is not the job's time
         try:
             zygote = self._zygote(slot) if self.warm else None

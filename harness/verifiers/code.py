@@ -171,7 +171,7 @@ class CodeVerifier(Verifier):
         gauge = self.sandbox.load
         job = {"mode": "call", "program": program, "entry_point": plan.entry_point, "inputs": plan.calls,
                "limits": limits, "load_limit": self.load_time_limit, "setup": plan.setup,
-               "wall_scale": gauge.wall_scale(), "own_pid_namespace": self.sandbox.isolation.backend != "none"}
+               "wall_scale": gauge.wall_scale()}
         if budgets:  # EvalPlus has no load limit of its own: loading spends the group's budget
             job.update(budgets=budgets, load_limit=budgets[0][1])
             cpu_s = sum(seconds for _, seconds in budgets)

@@ -124,6 +124,7 @@ def test_clock_stretches_with_the_load_read_at_the_start_and_again_when_a_deadli
     of ending the job; a machine no busier than before ends it."""
     loads = iter([1.0, 3.0, 3.0])
     clock = Clock(100.0, [0.5, 2.0], stretch=lambda: next(loads))
+    clock.restart()  # the job begins: the load is read
     assert clock.remaining() == pytest.approx(0.5 + STEP_SLACK_S, abs=0.05)
     clock.step_start -= 2.0  # two seconds into a 0.5 s step: its deadline has passed
     clock._deadlines()
