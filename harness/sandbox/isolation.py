@@ -26,7 +26,8 @@ import sysconfig
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent / "child_runner.py"
-HELPERS = (RUNNER.parent / "zygote.py", RUNNER.parent / "seccomp.py")  # imported by the runner, stdlib only
+# imported by the runner, stdlib only
+HELPERS = tuple(RUNNER.parent / name for name in ("zygote.py", "seccomp.py", "step_limits.py"))
 SANDBOX_DIR = "/opt/dare"
 SANDBOX_RUNNER = "/opt/dare/child_runner.py"
 SANDBOX_SITE = "/opt/dare/site"

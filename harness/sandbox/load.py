@@ -4,9 +4,9 @@ A test's limit is on CPU time (load does not stretch it) and, for calls that sle
 EvalPlus measures it on an unloaded machine. On a loaded machine a CPU-bound call's wall time grows by the time
 it spends runnable, waiting for a core. The kernel counts that wait per thread (``run_delay``,
 ``/proc/thread-self/schedstat``), so the sandbox judges each call's *own time*, the wall clock less that wait
-(``child_runner.own_clock``): on an idle machine it is the wall clock, and no other process, whether another
+(``step_limits.own_clock``): on an idle machine it is the wall clock, and no other process, whether another
 sample's, another worker's or the machine's, lengthens or shortens what a call may sleep. The job's own
-processes count against its CPU limit instead (``child_runner.job_cpu``), so the waits a candidate causes
+processes count against its CPU limit instead (``step_limits.job_cpu``), so the waits a candidate causes
 itself buy it nothing. A verdict then depends on its own candidate alone.
 
 Where the kernel does not report the wait, the older rule stands: the wall limit is the CPU limit times the

@@ -154,9 +154,9 @@ def test_busy_processes_of_the_candidate_s_own_count_as_its_cpu_time(code_verifi
     assert evalplus_verdict(program, [[3]], [6], LIMIT) in ("fail", "timeout")
 
 
-# Finds the sandbox runner's module in its own interpreter and stops the clocks it keeps time with.
+# Finds the sandbox's step-limits module in its own interpreter and stops the clocks it keeps time with.
 UNCLOCK = ("import sys\ndef _unclock():\n    f = sys._getframe(1)\n"
-           "    while f is not None and 'Budgets' not in f.f_globals:\n        f = f.f_back\n"
+           "    while f is not None and 'own_clock' not in f.f_globals:\n        f = f.f_back\n"
            "    signal.setitimer(signal.ITIMER_REAL, 0)\n    signal.setitimer(signal.ITIMER_PROF, 0)\n"
            "    f.f_globals['setitimer'] = lambda *a: None\n"
            "    f.f_globals['monotonic'] = f.f_globals['process_time'] = lambda: 0.0\n_unclock()\n")
