@@ -1,10 +1,12 @@
 """The child side of the sandbox: a standalone script, run by a fresh interpreter inside the isolation.
 
 It imports nothing from dare (the package is not visible inside the sandbox), only its stdlib siblings
-``zygote.py``, ``seccomp.py`` and ``step_limits.py`` (the limits of each step). Start-up, before any
-untrusted byte is read: drop to the worker slot's uid (when started as root), join a new session keyring,
-install the seccomp filter and the rlimits, close stray file descriptors (``zygote.confine``), then read one
-job (JSON) from stdin. Results go to a private
+``zygote.py``, ``seccomp.py``, ``steward.py`` and ``step_limits.py`` (the steward that times each call from
+outside the candidate's process). Start-up, before any untrusted byte is read: drop to the worker slot's uid
+(when started as root), join a new session keyring, install the seccomp filter and the rlimits, close stray file
+descriptors (``zygote.confine``), then read one job from stdin: a head (the job but its inputs, JSON, after its
+length in :data:`HEAD_DIGITS` digits) and the inputs (JSON), which a ``call`` job's steward reads only after it
+has started the candidate's process. Results go to a private
 duplicate of the original stdout as one JSON line per record, each carrying the job's nonce, the last one
 ``{"end": true}``; fd 1 and 2 both point at the capped stderr pipe, so whatever the candidate prints is
 only diagnostics. The child never receives expected outputs: it cannot know whether it passed, and
@@ -14,7 +16,8 @@ argv: child_runner.py UID AS_BYTES CPU_SECONDS NPROC FSIZE_BYTES NOFILE EXTRA_SY
 (UID -1: keep; a negative limit: leave unset). With ``zygote`` it is the worker slot's zygote
 (``zygote.serve``), which starts each job as a fresh process tree; otherwise it runs the single job read
 from stdin and exits.
-Modes: ``call`` (run the program, call the entry point on each input), ``record`` (run a trusted
+Modes: ``call`` (the program runs in a process of its own, the job's first process its steward: it sends each
+input, times the call from outside and forwards the answer), ``record`` (run a trusted
 reference program plus the rewritten assert tests, recording every call of the tested function), ``judge``
 (run the rewritten tests with the candidate's outputs replayed in place of the calls: no candidate code).
 """
@@ -29,10 +32,14 @@ import sys
 from signal import ITIMER_REAL, setitimer
 from time import process_time
 
+HEAD_DIGITS = 12  # a payload is the length of its head, the head (the job but its inputs) and the inputs
+
 try:  # run as a script: its siblings are on the path
-    from step_limits import OWN_PID_NAMESPACE, Budgets, Timeout, _alarm, limited
+    import steward
+    from step_limits import Timeout, _alarm
 except ImportError:  # imported from the package (tests)
-    from .step_limits import OWN_PID_NAMESPACE, Budgets, Timeout, _alarm, limited
+    from . import steward
+    from .step_limits import Timeout, _alarm
 
 # Bound here, before any candidate code runs: a program may rebind names in ``builtins`` or patch ``time`` and
 # ``signal``, which would otherwise change how this module encodes its results or keeps its time.
@@ -167,12 +174,17 @@ class Channel:
     def __init__(self, fd, nonce=None):
         self.fd, self.nonce = fd, nonce
 
-    def send(self, record):
-        record = {"n": self.nonce, **record}
-        data = (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode()
+    def line(self, record):
+        """The record as its line on this channel (bytes)."""
+        return (json.dumps({"n": self.nonce, **record}, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+    def write(self, data):
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view):]
+
+    def send(self, record):
+        self.write(self.line(record))
 
 
 def describe_error(exc):
@@ -190,11 +202,22 @@ def output_cost(text):
             + VALUE_COST * (text.count(",") + 1))
 
 
-def encoded_output(value):
+def answer_too_costly(line):
+    """Whether an answer line (bytes) costs more than any output :func:`encoded_output` lets through, with 1 MiB
+    for the record around it: the steward does not parse it."""
+    return len(line) > OUTPUT_CAP + (1 << 20) or output_cost(line.decode("latin-1")) > COST_CAP + (1 << 20)
+
+
+def encoded_text(value):
+    """The value's wire encoding as JSON text, within the sandbox's caps."""
     text = json.dumps(enc(value), separators=(",", ":"), allow_nan=False)
     if len(text) > OUTPUT_CAP or output_cost(text) > COST_CAP:
         raise ValueError("output larger than the sandbox cap")
-    return json.loads(text)
+    return text
+
+
+def encoded_output(value):
+    return json.loads(encoded_text(value))
 
 
 def load_program(source, name):
@@ -210,36 +233,41 @@ def load_for_calls(job):
     return namespace, namespace[job["entry_point"]]
 
 
-def run_calls(job, channel):
-    """Each call under its CPU limit and its wall limit on own time, the CPU limit times the job's ``wall_scale``
-    (1 where the kernel reports waits for a CPU; elsewhere the machine's load as the parent read it)."""
-    scale, load_limit = job.get("wall_scale", 1.0), job["load_limit"]
-    OWN_PID_NAMESPACE[:] = [True] if job.get("own_pid_namespace") else []
+def cpu_seconds():
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return process_time() + reaped.ru_utime + reaped.ru_stime
+
+
+def serve_calls(job, inbox_fd, answers_fd):
+    """The candidate's process (``steward.py`` times it from outside): load the program, then answer each call
+    the steward sends, one JSON line each way. ``t``, the call's CPU time as this process sees it, is kept for
+    a trusted reference's limits; the candidate's own limits are the steward's measures."""
+    answers = Channel(answers_fd)
     try:
-        (namespace, fn), load_cpu, load_wall = limited(load_limit, load_limit * scale, load_for_calls, (job,))
-    except Timeout:
-        channel.send({"load_error": "Timeout", "msg": "program did not finish loading"})
-        return
+        namespace, fn = load_for_calls(job)
     except BaseException as exc:  # SystemExit included: exiting before the tests is a load failure
-        channel.send({"load_error": type(exc).__name__[:80], "msg": str(exc)[:300]})
-        return
-    channel.send({"ready": True})
-    budgets = Budgets(job.get("budgets"), load_cpu, load_wall, scale)
-    for i, (call, limit) in enumerate(zip(job["inputs"], job["limits"])):
-        cpu_limit, wall_limit = budgets.cut(i, limit)
-        if cpu_limit <= 0 or wall_limit <= 0:
-            channel.send({"i": i, "timeout": True, "budget": True})
-            return
-        try:
-            args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
-            value, elapsed, _ = limited(cpu_limit, wall_limit, fn, args, kwargs)
-            channel.send({"i": i, "ok": encoded_output(value), "t": elapsed})
-        except Timeout:
-            channel.send({"i": i, "timeout": True})
-            return
-        except BaseException as exc:
-            channel.send({"i": i, **describe_error(exc)})
-    channel.send({"done": len(job["inputs"])})
+        answers.send({"load_error": type(exc).__name__[:80], "msg": str(exc)[:300]})
+        os._exit(0)
+    answers.send({"ready": True})
+    with os.fdopen(inbox_fd, "rb") as inbox:
+        for line in inbox:
+            call = json.loads(line)
+            try:
+                args, kwargs = eval(call["expr"], namespace) if isinstance(call, dict) else dec(call)
+                start = cpu_seconds()
+                value = fn(*args, **kwargs)
+                elapsed = cpu_seconds() - start
+                answers.write(('{"ok":' + encoded_text(value) + ',"t":' + float.__repr__(elapsed) + "}\n").encode())
+            except BaseException as exc:
+                answers.send(describe_error(exc))
+    os._exit(0)
+
+
+def run_calls(job, payload_fd, channel):
+    """Start the candidate's process, then steward it (``steward.run_calls``); the calls' inputs are read from
+    the payload only once it runs, so its memory never holds them."""
+    candidate = steward.start(job, serve_calls, payload_fd, channel, bool(job.get("own_pid_namespace")))
+    return steward.run_calls(job, candidate, lambda: read_tail(payload_fd)["inputs"], channel, answer_too_costly)
 
 
 def run_tests(job, channel, site_factory):
@@ -298,10 +326,7 @@ def replayer(job, channel):
 
 
 def run_job(job, channel):
-    if job["mode"] == "call":
-        run_calls(job, channel)
-    else:
-        run_tests(job, channel, recorder(job, channel) if job["mode"] == "record" else replayer(job, channel))
+    run_tests(job, channel, recorder(job, channel) if job["mode"] == "record" else replayer(job, channel))
 
 
 def probe_report(layers):
@@ -317,22 +342,59 @@ def probe_report(layers):
             "userns_creatable": libc.unshare(0x10000000) == 0, **layers}
 
 
-def run_payload(payload, result_fd, layers):
-    """Run one job (its JSON payload) with results on ``result_fd``; in a fresh process, never the zygote."""
+def read_exact(fd, size):
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError("the payload ended early")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_head(fd):
+    """The job but its inputs: read to its last byte and no further (the inputs wait in the pipe)."""
+    return json.loads(read_exact(fd, int(read_exact(fd, HEAD_DIGITS))).decode("utf-8"))
+
+
+def read_tail(fd):
+    """The rest of the payload: the keys held back from the head (``{"inputs": [...]}``), or {}."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(fd)
+    return json.loads(b"".join(chunks).decode("utf-8")) if chunks else {}
+
+
+def run_payload(payload_fd, result_fd, layers):
+    """Run one job (framed on ``payload_fd``) with results on ``result_fd``; in a fresh process, never the
+    zygote."""
     import random
-    job = json.loads(payload.decode("utf-8"))
+    job = read_head(payload_fd)
     channel = Channel(result_fd, job.get("nonce"))
     random.seed()
-    if job["mode"] == "probe":
-        channel.send(probe_report(layers))
+    if job["mode"] == "call":
+        code = run_calls(job, payload_fd, channel)
+        if code is not None:  # the candidate's process ended by itself: the job ends as it did, unfinished
+            os._exit(code)
     else:
-        run_job(job, channel)
+        job.update(read_tail(payload_fd))
+        if job["mode"] == "probe":
+            channel.send(probe_report(layers))
+        else:
+            run_job(job, channel)
     channel.send({"end": True})
     sys.stdout.flush()
     os._exit(0)
 
 
-PROBE = json.dumps({"mode": "probe"}).encode()
+def framed(head, tail=b""):
+    """A payload as ``run_payload`` reads it."""
+    return b"%0*d" % (HEAD_DIGITS, len(head)) + head + tail
+
+
+PROBE = framed(json.dumps({"mode": "probe"}, separators=(",", ":")).encode())
 
 
 def main():
@@ -346,12 +408,12 @@ def main():
         zygote.serve(int(argv[9]), int(argv[1]), rlimits(argv), int(argv[10]), run_payload, PROBE)
     layers = zygote.confine(int(argv[1]), rlimits(argv))
     os.closerange(3, 65536)
-    payload = sys.stdin.buffer.read()
+    payload_fd = os.dup(0)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     result_fd = os.dup(1)
     os.dup2(2, 1)  # candidate prints land in the capped stderr pipe, never on the result channel
-    run_payload(payload, result_fd, layers)
+    run_payload(payload_fd, result_fd, layers)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent / "child_runner.py"
 # imported by the runner, stdlib only
-HELPERS = tuple(RUNNER.parent / name for name in ("zygote.py", "seccomp.py", "step_limits.py"))
+HELPERS = tuple(RUNNER.parent / name for name in ("zygote.py", "seccomp.py", "steward.py", "step_limits.py"))
 SANDBOX_DIR = "/opt/dare"
 SANDBOX_RUNNER = "/opt/dare/child_runner.py"
 SANDBOX_SITE = "/opt/dare/site"

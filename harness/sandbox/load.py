@@ -3,11 +3,12 @@
 A test's limit is on CPU time (load does not stretch it) and, for calls that sleep or block, on wall time, as
 EvalPlus measures it on an unloaded machine. On a loaded machine a CPU-bound call's wall time grows by the time
 it spends runnable, waiting for a core. The kernel counts that wait per thread (``run_delay``,
-``/proc/thread-self/schedstat``), so the sandbox judges each call's *own time*, the wall clock less that wait
-(``step_limits.own_clock``): on an idle machine it is the wall clock, and no other process, whether another
-sample's, another worker's or the machine's, lengthens or shortens what a call may sleep. The job's own
-processes count against its CPU limit instead (``step_limits.job_cpu``), so the waits a candidate causes
-itself buy it nothing. A verdict then depends on its own candidate alone.
+``/proc/<pid>/task/<tid>/schedstat``), so the sandbox judges each call's *own time*, the wall clock less that
+wait (``step_limits.JobClock.own``, read by the job's steward from outside the candidate's process): on an idle
+machine it is the wall clock, and no other process, whether another sample's, another worker's or the machine's,
+lengthens or shortens what a call may sleep. The job's own processes count against its CPU limit instead
+(``step_limits.JobClock.cpu``), so the waits a candidate causes itself buy it nothing. A verdict then depends on
+its own candidate alone.
 
 Where the kernel does not report the wait, the older rule stands: the wall limit is the CPU limit times the
 stretch a CPU-bound process would see when the job starts, ``max(1, ceil(tasks / cores))``. ``tasks`` is the
@@ -27,8 +28,9 @@ import os
 import threading
 
 LOADAVG = "/proc/loadavg"
-OWN_TIME_RULE = ("wall limit on own time: the wall clock less the call's waits for a CPU (run_delay, "
-                 "/proc/thread-self/schedstat, in the sandbox), the job's other processes counted as its CPU time")
+OWN_TIME_RULE = ("wall limit on own time: the wall clock less the call's waits for a CPU (run_delay in the "
+                 "candidate's schedstat), the job's other processes counted as its CPU time; each call timed from "
+                 "outside the candidate's process by the job's steward, from sending its input to its answer")
 SCALE_RULE = ("wall limit = CPU limit x max(1, ceil(runnable tasks / usable cores)), read by the trusted parent "
               "as each job starts (/proc/loadavg, three reads rounded)")
 READS = 3  # averaged and rounded: a task seen in one read of three is short-lived, not a competitor
@@ -52,7 +54,8 @@ def runnable_tasks() -> float:
 
 
 def waits_reported() -> bool:
-    """Whether the kernel reports a thread's waits for a CPU (CONFIG_SCHED_INFO)."""
+    """Whether the kernel reports a thread's waits for a CPU (CONFIG_SCHED_INFO; the steward reads the candidate's
+    as this reads its own)."""
     try:
         with open("/proc/thread-self/schedstat", "rb") as stream:
             int(stream.read().split()[1])

@@ -164,8 +164,7 @@ class Sandbox:
             return keep_going
 
         # own_pid_namespace: the job's /proc lists its own processes only (it counts their CPU as its own)
-        payload = json.dumps({**job, "nonce": nonce, "own_pid_namespace": self.isolation.backend != "none"},
-                             separators=(",", ":"), allow_nan=False).encode()
+        payload = framed({**job, "nonce": nonce, "own_pid_namespace": self.isolation.backend != "none"})
         slot = self._slots.get()  # waiting for a slot, or for its sandbox to start, is not the job's time
         try:
             zygote = self._zygote(slot) if self.warm else None
@@ -211,6 +210,16 @@ class Sandbox:
         for zygote in self._zygotes.values():
             zygote.stop()
         self._zygotes.clear()
+
+
+def framed(job: dict) -> bytes:
+    """The payload ``child_runner.run_payload`` reads: the head's length (12 digits), the head (the job but its
+    inputs) and the inputs, which a call job's steward reads only once the candidate's process has started."""
+    head = json.dumps({key: value for key, value in job.items() if key != "inputs"}, separators=(",", ":"),
+                      allow_nan=False).encode()
+    tail = json.dumps({"inputs": job["inputs"]}, separators=(",", ":"), allow_nan=False).encode() if "inputs" in job \
+        else b""
+    return b"%012d" % len(head) + head + tail
 
 
 def confinement_problem(report: dict, uid: int) -> str | None:

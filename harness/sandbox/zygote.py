@@ -9,7 +9,7 @@ write). The zygote forks; the fork enters new pid, mount, IPC and UTS namespaces
 job's first process is pid 1 of its own namespace: when it dies the kernel kills every process of the job,
 and the namespaces (its /tmp and /dev/shm tmpfs, its SysV/POSIX IPC objects) go with them. That process
 mounts a fresh /tmp, /dev/shm and /proc, drops to the slot uid (no capabilities left), joins a new session
-keyring, installs the seccomp filter and the rlimits, reads its payload and runs it. The zygote waits on
+keyring, installs the seccomp filter and the rlimits, and runs its payload. The zygote waits on
 the job (a pidfd), kills it on ``kill ID``, and reports ``end ID STATUS``. Jobs cannot signal, ptrace or
 see the zygote (another uid, another pid namespace), and nothing they hold outlives them.
 """
@@ -110,11 +110,9 @@ def _job_main(fds, uid, rlimits, tmp_size, run_job):
         os.closerange(keep[0] + 1, keep[1])
         os.closerange(keep[1] + 1, 65536)
         layers = confine(uid, rlimits)
-        with os.fdopen(payload_fd, "rb") as stream:
-            payload = stream.read()
     except BaseException:
         os._exit(SETUP_FAILED)
-    run_job(payload, result_fd, layers)
+    run_job(payload_fd, result_fd, layers)
     os._exit(0)
 
 
@@ -148,7 +146,7 @@ def _wait(ctl, pid, job_id):
 
 
 def serve(ctl_fd, uid, rlimits, tmp_size, run_job, probe):
-    """The zygote's loop. ``run_job(payload, result_fd, layers)`` runs in the job; ``probe`` is a payload
+    """The zygote's loop. ``run_job(payload_fd, result_fd, layers)`` runs in the job; ``probe`` is a payload
     whose run reports the job's confinement (sent to the parent with ``ready``)."""
     _check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")

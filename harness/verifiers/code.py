@@ -61,13 +61,15 @@ class CodeVerifier(Verifier):
     machine that is the wall clock, so a call that sleeps past its limit fails as in EvalPlus; on a busy one the
     waits are left out, so load fails no honest code and lengthens no sleeper's allowance: a verdict depends on
     its own candidate, not on what runs beside it. A group is over its budget likewise, loading the program
-    included, as EvalPlus's process timeout counts it. The child re-arms
-    its alarms for every call and decides on the measured times too, so a program that ignores, blocks or
-    catches the alarm still times out; the parent's own deadlines end the job from outside.
+    included, as EvalPlus's process timeout counts it. Every call is timed from outside the candidate's process
+    (the job's steward sends it each input only when its call begins, measures with the kernel's counters and
+    kills it when over), so nothing the program does in its own interpreter changes a time; the parent's own
+    deadlines end the job from outside.
     Values are encoded from the builtin storage of their type (a subclass's methods never decide a value)."""
 
     name = "code"
-    version = "6"  # v6: wall limits on own time (v5: times the machine's load when the job started)
+    version = "7"  # v7: calls timed by the steward outside the candidate's process (v6: inside it; v5: wall limits
+    # times the machine's load when the job started)
     Options = CodeOptions
 
     def __init__(self, dataset: str, *, unsafe_local_exec: bool = False, workers: int | None = None,

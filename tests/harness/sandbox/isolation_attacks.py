@@ -41,12 +41,6 @@ ATTACKS = {
         "def has_close_elements(numbers, threshold):\n    ch = _channel()\n    if ch is None:\n        return 'NO-CHANNEL'\n"
         "    for rec in ({{'i': 10 ** 9, 'ok': 1}}, {{'site': 99999, 'args': [[], {{}}], 'ok': 1}}, {{'i': -1, 'ok': 1}},\n"
         "                {{'done': 10 ** 30}}, {{'passed': True}}, {{'ready': True}}):\n        ch.send(rec)\n    return True\n"),
-    "correct_then_hang_after_done": CHANNEL + (
-        "def has_close_elements(numbers, threshold):\n    ch = _channel()\n    if ch is not None and not hasattr(ch, 'hooked'):\n"
-        "        send = type(ch).send\n        def slow(self, record):\n            send(self, record)\n"
-        "            if 'done' in record:\n                signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-        "                time.sleep(30)\n        type(ch).send = slow\n        ch.hooked = True\n"
-        "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"),
     "wrong_nonce_records": (
         "def has_close_elements(numbers, threshold):\n    for fd in range(3, 64):\n        try:\n"
         "            os.write(fd, b'{{\"n\": \"000000000000000000000000\", \"i\": 0, \"ok\": false, \"t\": 0}}\\n')\n"
@@ -182,7 +176,6 @@ ATTACKS = {
 }
 CLASSES = {name: cls for cls, names in {
     1: ["daemon_sprays_records_into_later_jobs", "sleep_past_deadline_then_forge", "records_after_the_end_with_nonce",
-        "correct_then_hang_after_done",
         "out_of_range_and_forged_kinds", "wrong_nonce_records", "stop_every_process_it_can_see",
         "sabotage_priority_affinity_limits", "fill_result_pipe_and_hang"],
     2: ["forge_reference_site_records", "write_into_plan_caches", "linger_to_poison_a_reference_run"],

@@ -24,7 +24,7 @@ from dare.harness.sandbox.load import LoadGauge
 from dare.harness.verifiers.code import CodeVerifier
 
 from .busy import busy_processes
-from .verdict_pairs import dare_verdict, evalplus_verdict, task, verifier_fixture
+from .verdict_pairs import dare_verdict, evalplus_verdict, verifier_fixture
 
 LIMIT = 0.5
 IMPORTS = "import signal, time\n"
@@ -151,30 +151,6 @@ def test_busy_processes_of_the_candidate_s_own_count_as_its_cpu_time(code_verifi
              "        end = time.time() + 5\n        while time.time() < end:\n            pass\n        os._exit(0)\n")
     program = IMPORTS + forks + HONEST.replace("0.4", "0.3")
     assert dare_verdict(code_verifier, program, [[3]], [6]) == (False, "timeout")
-    assert evalplus_verdict(program, [[3]], [6], LIMIT) in ("fail", "timeout")
-
-
-# Finds the sandbox's step-limits module in its own interpreter and stops the clocks it keeps time with.
-UNCLOCK = ("import sys\ndef _unclock():\n    f = sys._getframe(1)\n"
-           "    while f is not None and 'own_clock' not in f.f_globals:\n        f = f.f_back\n"
-           "    signal.setitimer(signal.ITIMER_REAL, 0)\n    signal.setitimer(signal.ITIMER_PROF, 0)\n"
-           "    f.f_globals['setitimer'] = lambda *a: None\n"
-           "    f.f_globals['monotonic'] = f.f_globals['process_time'] = lambda: 0.0\n_unclock()\n")
-
-
-def test_a_program_that_stops_the_runner_s_clocks_is_ended_by_the_parent_however_long_it_is(code_verifier):
-    """The runner is Python in the candidate's interpreter, so a program can stop its clocks; the parent's
-    deadlines then bound it (docs/ARCHITECTURE.md). The load step's deadline grew with the program's length at
-    256 KiB/s, so 3.5 MB of comments bought 14 s past the base group's 2.5 s budget: a 20 s sleep at import
-    outlasted it where EvalPlus's base process times out. The program's text now adds at most half a second.
-    Two inputs, a base one (0.5 s) and a plus one whose reference took 4.5 s (an 18 s limit), so the job's
-    total deadline lies past the sleep and only the load step's ends it."""
-    program = IMPORTS + UNCLOCK + "time.sleep(20)\n" + ("#" + "x" * 99 + "\n") * 35_000 + CALL.format(body="")
-    plan = dataclasses.replace(task([[3], [4]], [6, 8]), ref_times=[0.001, 4.5], base_count=1)
-    started = time.monotonic()
-    outcome = code_verifier._run(plan, program)
-    assert (outcome.passed, outcome.failure) == (False, "timeout")
-    assert time.monotonic() - started < 8
     assert evalplus_verdict(program, [[3]], [6], LIMIT) in ("fail", "timeout")
 
 

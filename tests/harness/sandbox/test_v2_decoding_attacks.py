@@ -26,14 +26,14 @@ from dare.harness.data import load_samples
 from dare.harness.verifiers.code import CodeVerifier
 
 COLLIDE = "(2 ** 61 - 1)"  # every multiple of the Mersenne prime 2**61 - 1 hashes to 0 in CPython
-PATCH = (
-    "import sys\n"
+PATCH = (  # the runner's encoder, found on the stack, replaced by one that answers with the forged wire value
+    "import json, sys\n"
     "def _patch(wire):\n"
     "    frame = sys._getframe(1)\n"
     "    while frame is not None:\n"
     "        found = frame.f_globals\n"
-    "        if 'encoded_output' in found and 'run_calls' in found:\n"
-    "            found['encoded_output'] = lambda value: wire\n"
+    "        if 'encoded_text' in found and 'serve_calls' in found:\n"
+    "            found['encoded_text'] = lambda value: json.dumps(wire, separators=(',', ':'))\n"
     "            return True\n"
     "        frame = frame.f_back\n"
     "    return False\n")
