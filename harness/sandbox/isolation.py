@@ -91,7 +91,8 @@ class Isolation:
             layers.append("NO uid drop: the interpreter is not reachable by an unprivileged uid")
         layers.append(f"rlimits: AS {limits.address_space >> 20} MiB, CPU {limits.cpu_seconds} s, NPROC "
                       f"{limits.processes}, FSIZE {limits.file_size >> 20} MiB, NOFILE {limits.open_files}, CORE 0")
-        layers += ["parent clocks (job, load, each test) kill from outside", "stdout/stderr byte caps",
+        layers += ["each call timed by the job's steward outside the candidate's process, its input sent as it begins",
+                   "parent clocks (job, load, each test) kill from outside", "stdout/stderr byte caps",
                    "comparison in the trusted parent on decoded plain data"]
         return {"backend": self.backend, "unsafe_local_exec": unsafe, "uid_drop": self.uid_dropped,
                 "workers": workers,
