@@ -196,9 +196,9 @@ def run_calls(job, candidate, read_inputs, channel, too_costly):
         return None
     budgets = Budgets(job.get("budgets"), spent[0], spent[1], scale)
     for i, (call, limit) in enumerate(zip(inputs, job["limits"])):
-        code, record = _call(candidate, budgets, i, call, limit, too_costly, channel)
+        code, record, data = _call(candidate, budgets, i, call, limit, too_costly, channel)
         if record is not None:
-            channel.send(record)
+            channel.write(data or channel.line(record))
         if code is not None or record is None or "i" not in record or "timeout" in record or "protocol" in record:
             candidate.end()
             return code
@@ -208,27 +208,28 @@ def run_calls(job, candidate, read_inputs, channel, too_costly):
 
 
 def _call(candidate, budgets, index, call, limit, too_costly, channel):
-    """One call: ``(exit status or None, record to forward or None)``."""
+    """One call: ``(exit status or None, record to forward or None, that record's line when already made)``."""
     now = candidate.clock.reading()
     cpu_limit, wall_limit = budgets.cut(index, limit, now)
     if cpu_limit <= 0 or wall_limit <= 0:
-        return None, {"i": index, "timeout": True, "budget": True}
+        return None, {"i": index, "timeout": True, "budget": True}, None
     if candidate.pending():
-        return None, {"i": index, "protocol": "answered a call before it was made"}
+        return None, {"i": index, "protocol": "answered a call before it was made"}, None
     line = (json.dumps(call, separators=(",", ":")) + "\n").encode()
     try:
         candidate.send(line)
     except OSError:
-        return _died(candidate, index)
+        return (*_died(candidate, index), None)
     kind, answer, spent = candidate.answer(now, cpu_limit, wall_limit, len(line))
     if kind == "died":
-        return _died(candidate, index)
+        return (*_died(candidate, index), None)
     if kind != "line":
         return None, ({"i": index, "timeout": True} if kind == "timeout"
-                      else {"i": index, "protocol": "flooded its answer channel"})
+                      else {"i": index, "protocol": "flooded its answer channel"}), None
     record = None if too_costly(answer) else _call_record(index, answer)
     if record is None:
-        return None, {"i": index, "protocol": "the answer is not a result record"}
-    if not _within(spent, cpu_limit, wall_limit, len(line) + len(channel.line(record))):
-        return None, {"i": index, "timeout": True}
-    return None, record
+        return None, {"i": index, "protocol": "the answer is not a result record"}, None
+    data = channel.line(record)
+    if not _within(spent, cpu_limit, wall_limit, len(line) + len(data)):
+        return None, {"i": index, "timeout": True}, None
+    return None, record, data
