@@ -229,7 +229,10 @@ def _call(candidate, budgets, index, call, limit, too_costly, channel):
     record = None if too_costly(answer) else _call_record(index, answer)
     if record is None:
         return None, {"i": index, "protocol": "the answer is not a result record"}, None
-    data = channel.line(record)
+    try:
+        data = channel.line(record)
+    except ValueError:  # NaN or a float beyond the double range, written bare: the child's encoder tags them
+        return None, {"i": index, "protocol": "the answer is not plain JSON"}, None
     if not _within(spent, cpu_limit, wall_limit, len(line) + len(data)):
         return None, {"i": index, "timeout": True}, None
     return None, record, data

@@ -99,6 +99,22 @@ def f(k):
     assert dare_verdict(code_verifier, program, [[3], [4]], [6, 8]) == (False, "protocol")
 
 
+@pytest.mark.parametrize("bare", ["NaN", "Infinity", "1e400"])
+def test_a_bare_non_finite_float_in_a_forged_answer_fails_the_call_not_the_steward(code_verifier, bare):
+    """The child's encoder tags non-finite floats; a program writing its own answer line with a bare one (which
+    JSON may not carry) gets a protocol failure, where the steward used to die on re-encoding it (a crash)."""
+    program = f"""import os, sys
+def f(k):
+    frame = sys._getframe(1)
+    while "answers" not in frame.f_locals:
+        frame = frame.f_back
+    answers = frame.f_locals["answers"]
+    answers.write = lambda line: os.write(answers.fd, b'{{"ok":{bare}}}\\n')
+    return 2 * k
+"""
+    assert dare_verdict(code_verifier, program, [[3]], [6]) == (False, "protocol")
+
+
 def test_an_exit_status_the_candidate_chooses_is_its_own_failure(code_verifier):
     """The job's exit status SETUP_FAILED means the sandbox could not confine it (the verifier's error, which
     leaves the sample out of the metrics); a program exiting with it at import got exactly that."""
