@@ -215,10 +215,11 @@ class Sandbox:
 def framed(job: dict) -> bytes:
     """The payload ``child_runner.run_payload`` reads: the head's length (12 digits), the head (the job but its
     inputs) and the inputs, which a call job's steward reads only once the candidate's process has started."""
-    head = json.dumps({key: value for key, value in job.items() if key != "inputs"}, separators=(",", ":"),
-                      allow_nan=False).encode()
-    tail = json.dumps({"inputs": job["inputs"]}, separators=(",", ":"), allow_nan=False).encode() if "inputs" in job \
-        else b""
+    def text(part: dict) -> bytes:
+        return json.dumps(part, separators=(",", ":"), allow_nan=False).encode()
+
+    head = text({key: value for key, value in job.items() if key != "inputs"})
+    tail = text({"inputs": job["inputs"]}) if "inputs" in job else b""
     return b"%012d" % len(head) + head + tail
 
 
