@@ -215,6 +215,8 @@ def bwrap_argv(iso: Isolation, limits: Limits, slot: int, zygote: bool = False) 
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         if zygote:
             argv += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_KILL"]
+    if not zygote:  # the job's runner is pid 1 itself (a call job's steward: no signal from the candidate reaches it)
+        argv += ["--as-pid-1"]
     argv += ["--die-with-parent", "--new-session", "--clearenv"]
     for key, value in PYTHON_ENV.items():
         argv += ["--setenv", key, value]

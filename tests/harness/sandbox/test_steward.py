@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from dare.harness.sandbox.isolation import detect
 from dare.harness.sandbox.pool import SETUP_FAILED
 
 from .verdict_pairs import dare_verdict, evalplus_verdict, task, verifier_fixture
@@ -160,3 +161,30 @@ def test_a_payload_is_its_head_then_its_inputs_and_the_head_is_read_to_its_last_
     os.write(write, rest)
     os.close(write)
     assert child_runner.read_tail(read) == {"inputs": job["inputs"]}
+
+
+STEWARD_IS_PID_1 = """import os, signal
+def f(k):
+    for sig in (signal.SIGSTOP, signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+        try:
+            os.kill(os.getppid(), sig)
+        except OSError:
+            pass
+    return 2 * k if (os.getpid(), os.getppid()) == (2, 1) else -1
+"""
+
+
+@pytest.mark.skipif(detect().backend != "bwrap", reason="pid 1 of the job's own pid namespace needs bubblewrap")
+@pytest.mark.parametrize("fresh", [False, True], ids=["zygote", "fresh-sandbox"])
+def test_the_steward_is_pid_1_and_no_signal_from_the_candidate_reaches_it(tmp_path, fresh):
+    """In both process models the candidate is pid 2 and its steward pid 1, which takes no signal from its own
+    namespace: stopping or killing it does nothing (a one-job sandbox ran the runner under bubblewrap's own pid 1,
+    so a candidate could kill its steward, a crash)."""
+    from dare.harness.verifiers.code import CodeVerifier
+
+    verifier = CodeVerifier("humanevalplus", workers=1, cache_dir=tmp_path, min_time_limit=LIMIT,
+                            fresh_sandbox_per_sample=fresh)
+    try:
+        assert dare_verdict(verifier, STEWARD_IS_PID_1, [[3], [4]], [6, 8]) == (True, None)
+    finally:
+        verifier.close()
