@@ -35,6 +35,10 @@ LINE_CAP = (32 << 20) + (1 << 20)  # child_runner.OUTPUT_CAP plus 1 MiB for the 
 PR_SET_DUMPABLE = 4
 SETUP_FAILED = 121  # zygote.SETUP_FAILED, the job's confinement failed: never a status the candidate can choose
 libc = ctypes.CDLL(None, use_errno=True)
+LOAD_FAILED = {  # the load step's record when the candidate's process did not answer it
+    "timeout": {"load_error": "Timeout", "msg": "program did not finish loading"},
+    "flood": {"load_error": "ProtocolError", "msg": "the program's process flooded its answer channel"},
+}
 
 
 class Candidate:
@@ -158,8 +162,7 @@ def _died(candidate, index):
     the candidate's process would have (the parent reports it as a crash)."""
     status = candidate.end()
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
-        return None, ({"load_error": "Timeout", "msg": "program did not finish loading"} if index is None
-                      else {"i": index, "timeout": True})
+        return None, LOAD_FAILED["timeout"] if index is None else {"i": index, "timeout": True}
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
     return (1 if code == SETUP_FAILED else code), None
 
@@ -180,11 +183,7 @@ def run_calls(job, candidate, read_inputs, channel, too_costly):
     if kind == "line" and not _within(spent, load_limit, load_limit * scale, len(line)):
         kind = "timeout"
     if kind != "line":
-        code, record = _died(candidate, None) if kind == "died" else (None, None)
-        if kind == "timeout":
-            record = {"load_error": "Timeout", "msg": "program did not finish loading"}
-        elif kind == "flood":
-            record = {"load_error": "ProtocolError", "msg": "the program's process flooded its answer channel"}
+        code, record = _died(candidate, None) if kind == "died" else (None, LOAD_FAILED[kind])
         if record is not None:
             channel.send(record)
         candidate.end()
@@ -199,7 +198,7 @@ def run_calls(job, candidate, read_inputs, channel, too_costly):
         code, record, data = _call(candidate, budgets, i, call, limit, too_costly, channel)
         if record is not None:
             channel.write(data or channel.line(record))
-        if code is not None or record is None or "i" not in record or "timeout" in record or "protocol" in record:
+        if record is None or "timeout" in record or "protocol" in record:  # the candidate is gone, or must go
             candidate.end()
             return code
     channel.send({"done": len(inputs)})
