@@ -75,7 +75,11 @@ class DiffusionTransformer(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.args = args
-        self.embed = nn.Embedding(args.vocab_size, args.hidden_size)
+        if torch.get_default_device().type == "meta":  # a skeleton for loaded weights: no initialisation (a
+            # random one on meta imports torch._dynamo, 1.2-1.8 s of every process that loads a model)
+            self.embed = nn.Embedding.from_pretrained(torch.empty(args.vocab_size, args.hidden_size), freeze=False)
+        else:
+            self.embed = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.n_layers))
         self.norm = RMSNorm(args.hidden_size, args.norm_eps)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
