@@ -147,3 +147,18 @@ def test_tiny_dream_sudoku_predicts_each_token_from_the_position_before():
     right = {shift: float((logits[:, start - shift:tokens.shape[1] - shift].argmax(-1)
                            == batch.completion_ids)[hidden].float().mean()) for shift in (0, 1)}
     assert right[1] > 0.95 and right[0] < 0.2, right
+
+
+def test_loading_a_checkpoint_leaves_torch_compile_unimported():
+    """The skeleton a checkpoint loads into is built on the meta device without initialising it: a random init
+    there runs through a decomposition that imports torch._dynamo, 1.2-1.8 s of every process that loads a model
+    (dare-eval, each Ray worker). A fresh interpreter, where nothing was imported before."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom dare.backends.models.loader import load_model\n"
+              f"net = load_model({str(config.SHIPPED_CONFIGS / 'models' / 'tiny-llada')!r}).net\n"
+              "print(net.embed.weight.abs().sum().item() > 0, 'torch._dynamo' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False"]  # the embedding is loaded, and nothing imported the compiler
