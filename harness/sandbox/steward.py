@@ -78,9 +78,9 @@ class Candidate:
                 return "line", line, spent
             if len(self.buffer) > LINE_CAP:
                 return "flood", None, spent
-            extra = SHIP_S + (sent + len(self.buffer)) / SHIP_RATE
-            if spent[0] > cpu_limit + extra or spent[1] > wall_limit + extra:
+            if not _within(spent, cpu_limit, wall_limit, sent + len(self.buffer)):
                 return "timeout", None, spent
+            extra = _allowance(sent + len(self.buffer))
             wait = min(wall_limit + extra - spent[1], (cpu_limit + extra - spent[0]) / self.cores)
             ready = select.select(watched, [], [], max(wait, 0.001))[0]
             if self.answers in ready:
@@ -167,8 +167,13 @@ def _died(candidate, index):
     return (1 if code == SETUP_FAILED else code), None
 
 
+def _allowance(shipped):
+    """Seconds a step gets on top of its limits: the pipe hops, and ``shipped`` bytes decoded or encoded."""
+    return SHIP_S + shipped / SHIP_RATE
+
+
 def _within(spent, cpu_limit, wall_limit, shipped):
-    extra = SHIP_S + shipped / SHIP_RATE
+    extra = _allowance(shipped)
     return spent[0] <= cpu_limit + extra and spent[1] <= wall_limit + extra
 
 
