@@ -4,6 +4,9 @@ the trained ones carry the recipe and log they were trained with."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from dare.backends.engines.torch import TorchEngine
@@ -153,9 +156,6 @@ def test_loading_a_checkpoint_leaves_torch_compile_unimported():
     """The skeleton a checkpoint loads into is built on the meta device without initialising it: a random init
     there runs through a decomposition that imports torch._dynamo, 1.2-1.8 s of every process that loads a model
     (dare-eval, each Ray worker). A fresh interpreter, where nothing was imported before."""
-    import subprocess
-    import sys
-
     script = ("import sys\nfrom dare.backends.models.loader import load_model\n"
               f"net = load_model({str(config.SHIPPED_CONFIGS / 'models' / 'tiny-llada')!r}).net\n"
               "print(net.embed.weight.abs().sum().item() > 0, 'torch._dynamo' in sys.modules)\n")

@@ -8,7 +8,6 @@ verifier v6, which timed calls inside the candidate's interpreter and sent it ev
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import pytest
@@ -124,7 +123,7 @@ def test_an_exit_status_the_candidate_chooses_is_its_own_failure(code_verifier):
     """The job's exit status SETUP_FAILED means the sandbox could not confine it (the verifier's error, which
     leaves the sample out of the metrics); a program exiting with it at import got exactly that."""
     program = f"import os\nos._exit({SETUP_FAILED})\ndef f(k):\n    return 2 * k\n"
-    outcome = code_verifier._run(dataclasses.replace(task([[3]], [6])), program)
+    outcome = code_verifier._run(task([[3]], [6]), program)
     assert (outcome.passed, outcome.failure) == (False, "load_error")
 
 
